@@ -1,0 +1,108 @@
+"""The archivist: the paper's evolutionary selector, and the campaign's memory.
+
+It digests every evaluation into a finding (what a technique did, overall and per shape group) and,
+whenever the pipeline has room and no selection is waiting, picks a base kernel to improve and a
+reference kernel to borrow from.
+"""
+
+from __future__ import annotations
+
+import math
+
+import anyio
+
+from blackboard import Evaluation, KernelState, SelectionState
+
+from ._base import Agent
+from ._views import kernel_view, uplift
+from .brain import KernelView, SelectionView
+
+
+class Archivist(Agent):
+    async def run(self, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        with anyio.move_on_at(self.ctx.clock.to_loop(self.ctx.clock.deadline)):
+            while True:
+                if self._undigested() or self._should_select():
+                    await self.think(self.ctx.scenario.agents.latency.archivist)
+                    for ev in self._undigested():
+                        self.digest(ev)
+                    if self._should_select():
+                        await self.select()
+                    continue
+                await self.board.wait_change("evaluation", "selection", "submission", "hypothesis",
+                                             "kernel")
+
+    async def final_pass(self) -> None:
+        """After the deadline: digest the evaluations that finished while the queue drained."""
+        for ev in self._undigested():
+            self.digest(ev)
+
+    # ---- memory ------------------------------------------------------------------------
+    def _undigested(self) -> list[Evaluation]:
+        seen = {i for f in self.board.findings() for i in f.evidence}
+        return [ev for ev in self.board.evaluations() if ev.id not in seen]
+
+    def digest(self, ev: Evaluation) -> None:
+        board = self.board
+        kernel = board.kernel(ev.kernel_id)
+        report = ev.report
+        hyp = board.hypothesis(kernel.hypothesis_id) if kernel.hypothesis_id else None
+        technique = hyp.technique if hyp else kernel.author
+        if report.outcome != "passed":
+            text = f"kernel {kernel.id} ({kernel.summary or technique}) failed: {report.reason}"
+            board.add_finding(technique=technique, scope="all", uplift=-1.0, evidence=[ev.id],
+                              text=text, at=self.now())
+            self.say("finding", text, kernel_id=kernel.id)
+            return
+        base_ev = board.evaluation_for(hyp.base_id) if hyp else None
+        if hyp is None or base_ev is None or base_ev.report.score_us is None:
+            text = f"kernel {kernel.id} ({kernel.author}) scores {report.score_us:.1f} us (simulated)"
+            board.add_finding(technique=technique, scope="all", uplift=0.0, evidence=[ev.id],
+                              text=text, at=self.now())
+            self.say("finding", text, kernel_id=kernel.id)
+            return
+        overall = uplift(base_ev.report.score_us, report.score_us) or 0.0
+        groups: dict[str, list[float]] = {}
+        for new, old in zip(report.shapes, base_ev.report.shapes):
+            if new.time_us and old.time_us:
+                groups.setdefault(f"m={new.shape.m}", []).append(math.log(old.time_us / new.time_us))
+        parts = [f"{math.exp(sum(v) / len(v)) - 1:+.1%} on {g}" for g, v in sorted(groups.items())]
+        text = (f"{hyp.technique} ({hyp.params and ', '.join(f'{k}={v}' for k, v in hyp.params.items())})"
+                f" on kernel {hyp.base_id}: {overall:+.1%} overall; " + ", ".join(parts))
+        board.add_finding(technique=hyp.technique, scope="all", uplift=round(overall, 5),
+                          evidence=[ev.id], text=text, at=self.now())
+        self.say("finding", text, kernel_id=kernel.id, hypothesis_id=hyp.id)
+
+    # ---- selection ---------------------------------------------------------------------
+    def _should_select(self) -> bool:
+        board = self.board
+        if any(s.state == SelectionState.OPEN for s in board.selections()):
+            return False
+        if self.pending() >= self.ctx.scenario.agents.max_pending:
+            return False
+        exhausted = self._exhausted()
+        return any(k.id not in exhausted for k in self._candidates())
+
+    def _exhausted(self) -> list[int]:
+        return sorted({s.base_id for s in self.board.selections() if s.state == SelectionState.EXHAUSTED})
+
+    def _candidates(self) -> list[KernelView]:
+        views = [kernel_view(self.board, k) for k in self.board.kernels(KernelState.EVALUATED)]
+        return [v for v in views if v.score_us is not None]
+
+    async def select(self) -> None:
+        board = self.board
+        exhausted = self._exhausted()
+        candidates = self._candidates()
+        choice = await self.ctx.brain.select(SelectionView(kernels=candidates, exhausted=exhausted))
+        valid = {k.id for k in candidates}
+        if choice.base_id not in valid or (choice.reference_id is not None and choice.reference_id not in valid):
+            self.say("error", f"brain chose kernels {choice.base_id}/{choice.reference_id} that are not "
+                     "evaluated candidates; selection skipped")
+            return
+        sel = board.add_selection(base_id=choice.base_id, reference_id=choice.reference_id,
+                                  reason=choice.reason, at=self.now())
+        ref = f", reference {sel.reference_id}" if sel.reference_id else ""
+        self.say("selection", f"selection {sel.id}: base kernel {sel.base_id}{ref} ({choice.reason})",
+                 kernel_id=sel.base_id)

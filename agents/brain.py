@@ -1,0 +1,124 @@
+"""The brain protocol: what each thinking agent asks, and the Structs it gets back.
+
+One small async method per role, in the order of the paper's stages. An agent builds a *view*
+(plain data read from the blackboard) and asks its brain; the answer is a Struct that the agent
+checks and records. The offline brain answers from the history and the technique catalogue; an
+LLM brain renders the same views into prompts and decodes the same answer Structs.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import msgspec
+
+Params = dict[str, int | float | str | bool]
+
+
+class CannotImplement(Exception):
+    """The writer could not turn a plan into a kernel; the message says why."""
+
+
+# ---- views (what a brain sees) -------------------------------------------------------------
+class KernelView(msgspec.Struct, frozen=True):
+    id: int
+    parent_id: int | None
+    author: str
+    summary: str
+    score_us: float | None  # None: not evaluated or failed
+    shape_us: list[float | None]  # per ranked shape, in the task's order
+
+
+class SelectionView(msgspec.Struct, frozen=True):
+    kernels: list[KernelView]  # every evaluated kernel that passed
+    exhausted: list[int]  # bases for which the theorist found nothing left to try
+
+
+class TrialView(msgspec.Struct, frozen=True):
+    """One earlier experiment: what was tried on which base and what came of it."""
+
+    base_id: int
+    technique: str
+    label: str
+    observed_uplift: float | None  # None: failed, rejected or not yet evaluated
+    verdict: str
+
+
+class DesignView(msgspec.Struct, frozen=True):
+    base: KernelView
+    base_source: str
+    reference: KernelView | None
+    reference_source: str | None
+    trials: list[TrialView]
+    findings: list[str]
+    avenues: int
+    plans: int
+    choose: int
+
+
+class ImplementView(msgspec.Struct, frozen=True):
+    base_source: str
+    reference_source: str | None
+    technique: str
+    params: Params
+    plan: str
+    changes: list[str]
+
+
+class ReviewView(msgspec.Struct, frozen=True):
+    source: str
+    base_source: str | None
+    plan: str | None
+    min_uplift: float
+    max_uplift: float
+    innovation: float
+    static_findings: list[str]  # "reject: rule (line n): detail" / "warn: ..."
+    prescreen: str | None  # None when not run; else "passed" or the failure reason
+
+
+# ---- answers ---------------------------------------------------------------------------------
+class Choice(msgspec.Struct, frozen=True):
+    base_id: int
+    reference_id: int | None
+    reason: str
+
+
+class Plan(msgspec.Struct, frozen=True):
+    technique: str
+    params: Params
+    label: str
+    plan: str
+    changes: list[str]
+    min_uplift: float
+    max_uplift: float
+    innovation: float
+
+
+class Design(msgspec.Struct, frozen=True):
+    avenues: list[str]
+    plans: list[Plan]
+    chosen: list[int]  # indices into plans
+    why: list[str]  # one reason per chosen plan
+
+
+class Draft(msgspec.Struct, frozen=True):
+    source: str
+    summary: str
+
+
+class Critique(msgspec.Struct, frozen=True):
+    approve: bool
+    reasons: list[str]
+    expected_value: float  # the queue's priority: predicted gain plus a price for exploration
+
+
+class Brain(Protocol):
+    name: str
+
+    async def select(self, view: SelectionView) -> Choice: ...
+
+    async def design(self, view: DesignView) -> Design: ...
+
+    async def implement(self, view: ImplementView) -> Draft: ...
+
+    async def review(self, view: ReviewView) -> Critique: ...

@@ -1,0 +1,117 @@
+"""The critic: spends the scarce evaluations well.
+
+Before submission it reviews each draft against its plan with the static rules (the attack list)
+and a cheap CPU pre-screen, then approves it into the queue with an expected value, or sends it
+back. After evaluation it compares the observed uplift with the prediction and records a verdict
+on the hypothesis: confirmed, refuted or inconclusive (within the timing noise).
+"""
+
+from __future__ import annotations
+
+import anyio
+
+from blackboard import HypothesisState, Kernel, KernelState, Verdict
+
+from ._base import Agent
+from ._views import uplift
+from .brain import ReviewView
+
+SEED_PRIORITY = 1e6  # the seed is the baseline every prediction is measured against: first in line
+
+
+class Critic(Agent):
+    async def run(self, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        latency = self.ctx.scenario.agents.latency.critic
+        with anyio.move_on_at(self.ctx.clock.to_loop(self.ctx.clock.deadline)):
+            while True:
+                if not (self._drafts() or self._unjudged()):
+                    await self.board.wait_change("kernel", "evaluation")
+                    continue
+                await self.think(latency)
+                drafts = self._drafts()
+                if drafts:
+                    await self.review(drafts[0])
+                for hyp in self._unjudged():
+                    self.judge(hyp)
+
+    async def final_pass(self) -> None:
+        for hyp in self._unjudged():
+            self.judge(hyp)
+
+    def _drafts(self) -> list[Kernel]:
+        return self.board.kernels(KernelState.DRAFT)
+
+    # ---- before: review -----------------------------------------------------------------
+    async def review(self, kernel: Kernel) -> None:
+        from evaluator import static_findings
+
+        board = self.board
+        hyp = board.hypothesis(kernel.hypothesis_id) if kernel.hypothesis_id else None
+        base = board.kernel(kernel.parent_id) if kernel.parent_id else None
+        findings = [f"{f.severity}: {f.rule} (line {f.line}): {f.detail}" for f in static_findings(kernel.source)]
+        twins = [k for k in board.kernels_with_hash(kernel.source_hash)
+                 if k.id != kernel.id and k.state != KernelState.REJECTED]
+        prescreen = None
+        if not any(f.startswith("reject") for f in findings) and not twins and self.ctx.scenario.agents.prescreen:
+            report = await self.ctx.backend.prescreen(kernel.source)
+            prescreen = "passed" if report.outcome == "passed" else f"{report.outcome}: {report.reason}"
+        view = ReviewView(source=kernel.source, base_source=base.source if base else None,
+                          plan=hyp.plan if hyp else None,
+                          min_uplift=hyp.min_uplift if hyp else 0.0, max_uplift=hyp.max_uplift if hyp else 0.0,
+                          innovation=hyp.innovation if hyp else 0.0, static_findings=findings,
+                          prescreen=prescreen)
+        critique = await self.ctx.brain.review(view)
+        approve, reasons, value = critique.approve, list(critique.reasons), critique.expected_value
+        if twins:  # evaluations are scarce: never spend one on a kernel already queued or measured
+            approve, reasons = False, [f"identical to kernel {twins[0].id}"]
+        if any(f.startswith("reject") for f in findings) or prescreen not in (None, "passed"):
+            approve = False  # the rules and the pre-screen bind whatever the brain thinks
+        if hyp is None and approve:
+            value = SEED_PRIORITY
+        board.review(kernel_id=kernel.id, reviewer=self.name, approved=approve, reasons=reasons,
+                     at=self.now(), expected_value=value)
+        if approve:
+            queued = len(board.submissions("queued"))
+            self.say("review", f"kernel {kernel.id} approved, queued with expected value {value:+.3f} "
+                     f"({queued} in queue): " + "; ".join(reasons), kernel_id=kernel.id,
+                     hypothesis_id=kernel.hypothesis_id)
+        else:
+            self.say("review", f"kernel {kernel.id} sent back: " + "; ".join(reasons), kernel_id=kernel.id,
+                     hypothesis_id=kernel.hypothesis_id)
+
+    # ---- after: verdict -----------------------------------------------------------------
+    def _unjudged(self):
+        out = []
+        for hyp in self.board.hypotheses(HypothesisState.IMPLEMENTED):
+            if hyp.verdict != Verdict.PENDING or hyp.kernel_id is None:
+                continue
+            state = self.board.kernel(hyp.kernel_id).state
+            if state in (KernelState.EVALUATED, KernelState.FAILED, KernelState.REJECTED):
+                out.append(hyp)
+        return out
+
+    def judge(self, hyp) -> None:
+        board = self.board
+        kernel = board.kernel(hyp.kernel_id)
+        noise = self.ctx.scenario.evaluator.noise
+        if kernel.state == KernelState.REJECTED:
+            verdict, observed, why = Verdict.INCONCLUSIVE, None, "never evaluated (rejected in review)"
+        else:
+            ev = board.evaluation_for(kernel.id)
+            base_ev = board.evaluation_for(hyp.base_id)
+            observed = None
+            if ev and ev.report.outcome == "passed" and base_ev and base_ev.report.score_us:
+                observed = uplift(base_ev.report.score_us, ev.report.score_us)
+            if observed is None:
+                verdict, why = Verdict.REFUTED, f"the kernel failed: {ev.report.reason if ev else 'no result'}"
+            elif observed >= max(hyp.min_uplift, 2 * noise):
+                verdict, why = Verdict.CONFIRMED, "observed at least the predicted minimum"
+            elif observed <= -2 * noise or (hyp.min_uplift > 2 * noise and observed < 0):
+                verdict, why = Verdict.REFUTED, "slower than its base"
+            else:
+                verdict, why = Verdict.INCONCLUSIVE, "within the noise or below the predicted minimum"
+        board.update_hypothesis(hyp.id, verdict=verdict, observed_uplift=observed)
+        seen = "n/a" if observed is None else f"{observed:+.1%}"
+        self.say("verdict", f"H{hyp.id} {verdict}: predicted {hyp.min_uplift:+.1%}..{hyp.max_uplift:+.1%}, "
+                 f"observed {seen} ({why})", kernel_id=kernel.id, hypothesis_id=hyp.id)

@@ -1,0 +1,87 @@
+"""The evaluator agent: the only path to hardware.
+
+It takes approved submissions from the queue in order of expected value, and never exceeds the
+backend's limits: at most ``in_flight`` evaluations at once (one worker task each) and a rate limit
+enforced as a minimum spacing of ``3600 / rate_per_hour`` campaign seconds between starts, so any
+hour holds at most ``ceil(rate_per_hour)`` starts. Start times live on the blackboard (each lease
+records one), so a resumed campaign keeps the spacing the service already saw.
+
+At the deadline it starts nothing new and lets the evaluations in flight finish.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import anyio
+
+from blackboard import Submission
+
+from ._base import Agent
+
+
+class EvaluatorAgent(Agent):
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        cfg = self.ctx.scenario.evaluator
+        self.spacing = 3600.0 / cfg.rate_per_hour
+        # Mixed into every test seed; candidates never see it (see the evaluator's harness).
+        self.secret_seed = zlib.crc32(f"secret:{self.ctx.seed}".encode())
+
+    async def run(self, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        async with anyio.create_task_group() as workers:
+            for i in range(self.ctx.scenario.evaluator.in_flight):
+                workers.start_soon(self._worker, i)
+
+    def _headroom(self) -> float:
+        """Campaign seconds until the rate limit allows the next start (0 = now)."""
+        starts = self.board.evaluation_starts()
+        return max(0.0, starts[-1] + self.spacing - self.now()) if starts else 0.0
+
+    async def _worker(self, index: int) -> None:
+        rank = self.rank + index
+        owner = f"{self.name}/{index}"
+        while True:
+            with anyio.move_on_at(self.ctx.clock.to_loop(self.ctx.clock.deadline)):
+                sub = await self._next(rank, owner)
+            if sub is None:
+                return
+            await self._evaluate(sub, rank, owner)
+
+    async def _next(self, rank: int, owner: str) -> Submission | None:
+        while True:
+            await self.act(rank)
+            wait = self._headroom()
+            if wait > 0:
+                await anyio.sleep(wait)
+                continue
+            sub = self.board.lease_submission(owner, self.now(), self.ctx.scenario.evaluator.lease_s)
+            if sub is not None:
+                return sub
+            await self.board.wait_change("submission")
+
+    async def _evaluate(self, sub: Submission, rank: int, owner: str) -> None:
+        board = self.board
+        kernel = board.kernel(sub.kernel_id)
+        started = self.now()
+        waiting = len(board.submissions("queued"))
+        board.say(agent=self.name, kind="queue", at=started, kernel_id=kernel.id,
+                  hypothesis_id=kernel.hypothesis_id,
+                  text=f"evaluating kernel {kernel.id} (expected value {sub.expected_value:+.3f}, "
+                  f"attempt {sub.attempts}, {waiting} still queued)")
+        # Real work (sandboxed CPU check, launch capture) runs inline; the hardware's time is then
+        # charged to the campaign clock.
+        report = await self.ctx.backend.evaluate(kernel.source, submission_id=sub.id,
+                                                 secret_seed=self.secret_seed)
+        await anyio.sleep(report.duration_s)
+        await self.act(rank)
+        board.record_evaluation(submission_id=sub.id, owner=owner, started_at=started,
+                                finished_at=self.now(), report=report)
+        label = "simulated" if report.provenance.simulated else report.provenance.device
+        if report.outcome == "passed":
+            text = f"kernel {kernel.id}: {report.score_us:.1f} us geomean ({label}, {report.provenance.device})"
+        else:
+            text = f"kernel {kernel.id} {report.outcome}: {report.reason}"
+        board.say(agent=self.name, kind="evaluation", at=self.now(), text=text, kernel_id=kernel.id,
+                  hypothesis_id=kernel.hypothesis_id)

@@ -1,0 +1,86 @@
+"""The theorist: the paper's experiment designer.
+
+For each open selection it asks its brain for avenues (the paper: 10), written plans (5) each with
+a rubric of changes, a predicted minimum and maximum uplift and an innovation score, and the ones
+to run (3: the most innovative, the highest maximum, the highest minimum). All plans are recorded
+as hypotheses; the chosen ones wait for an engineer.
+"""
+
+from __future__ import annotations
+
+import anyio
+
+from blackboard import Hypothesis, HypothesisState, SelectionState, Verdict
+
+from ._base import Agent
+from ._views import kernel_view, uplift
+from .brain import DesignView, TrialView
+
+
+class Theorist(Agent):
+    async def run(self, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        with anyio.move_on_at(self.ctx.clock.to_loop(self.ctx.clock.deadline)):
+            while True:
+                if self._open() is None:
+                    await self.board.wait_change("selection")
+                    continue
+                await self.think(self.ctx.scenario.agents.latency.theorist)
+                await self.design(self._open())
+
+    def _open(self):
+        return next((s for s in self.board.selections() if s.state == SelectionState.OPEN), None)
+
+    def trials(self) -> list[TrialView]:
+        board = self.board
+        out = []
+        for hyp in board.hypotheses():
+            if hyp.state == HypothesisState.PROPOSED:
+                continue
+            base_ev = board.evaluation_for(hyp.base_id)
+            new_ev = board.evaluation_for(hyp.kernel_id) if hyp.kernel_id else None
+            observed = None
+            if base_ev and new_ev and new_ev.report.outcome == "passed":
+                observed = uplift(base_ev.report.score_us, new_ev.report.score_us)
+            out.append(TrialView(base_id=hyp.base_id, technique=hyp.technique, label=hyp.label,
+                                 observed_uplift=observed, verdict=hyp.verdict))
+        return out
+
+    async def design(self, sel) -> None:
+        board = self.board
+        cfg = self.ctx.scenario.agents
+        base = board.kernel(sel.base_id)
+        ref = board.kernel(sel.reference_id) if sel.reference_id else None
+        view = DesignView(
+            base=kernel_view(board, base), base_source=base.source,
+            reference=kernel_view(board, ref) if ref else None,
+            reference_source=ref.source if ref else None, trials=self.trials(),
+            findings=[f.text for f in board.findings()[-20:]],
+            avenues=cfg.avenues, plans=cfg.plans, choose=cfg.choose)
+        design = await self.ctx.brain.design(view)
+        now = self.now()
+        drafts = []
+        for i, plan in enumerate(design.plans):
+            chosen = i in design.chosen
+            drafts.append(Hypothesis(
+                id=0, selection_id=sel.id, base_id=sel.base_id, reference_id=sel.reference_id,
+                avenue=plan.plan, label=plan.label, technique=plan.technique, params=plan.params, plan=plan.plan,
+                changes=plan.changes, min_uplift=plan.min_uplift, max_uplift=plan.max_uplift,
+                innovation=plan.innovation,
+                state=HypothesisState.CHOSEN if chosen else HypothesisState.PROPOSED,
+                verdict=Verdict.PENDING, author=self.name, created_at=now,
+                why_chosen=design.why[design.chosen.index(i)] if chosen else ""))
+        hyps = board.add_hypotheses(sel.id, drafts)
+        if not hyps:
+            self.say("avenues", f"selection {sel.id}: nothing left to try on kernel {sel.base_id}; "
+                     "marking it exhausted", kernel_id=sel.base_id)
+            return
+        self.say("avenues", f"selection {sel.id}, base kernel {sel.base_id}: {len(design.avenues)} avenues: "
+                 + "; ".join(design.avenues), kernel_id=sel.base_id)
+        for hyp in hyps:
+            self.say("plan", f"H{hyp.id} {hyp.plan}: predicted {hyp.min_uplift:+.1%}..{hyp.max_uplift:+.1%}, "
+                     f"innovation {hyp.innovation:.2f}; changes: " + "; ".join(hyp.changes),
+                     hypothesis_id=hyp.id)
+        for hyp in hyps:
+            if hyp.state == HypothesisState.CHOSEN:
+                self.say("choice", f"run H{hyp.id} ({hyp.why_chosen})", hypothesis_id=hyp.id)

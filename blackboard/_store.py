@@ -1,0 +1,380 @@
+"""The blackboard: the only place agents meet, and the only module that speaks SQL.
+
+Agents never call each other. They write records here and wait for the tables they care about to
+change (``await board.wait_change("kernel")``): a write notifies the waiters of the tables it
+touched, so nobody polls. Notification is in-process; another process following a campaign (``logs
+--follow``) watches the file instead.
+
+Every state transition names the state it expects to leave (``from_``) and fails if the row is
+elsewhere, so a transition applied twice is harmless, and every claim of shared work is a lease
+with an expiry on the campaign clock, so a killed run leaves nothing stuck.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+from typing import Any, Iterable, TypeVar
+
+import anyio
+import msgspec
+
+from . import _db
+from .records import (
+    Campaign, Evaluation, EvalReport, Finding, Hypothesis, HypothesisState, Kernel, KernelState,
+    Message, Outcome, Review, Selection, SelectionState, Submission, SubmissionState,
+)
+
+T = TypeVar("T", bound=msgspec.Struct)
+_encode = msgspec.json.Encoder().encode
+
+TOPICS = ("campaign", "kernel", "selection", "hypothesis", "review", "submission", "evaluation",
+          "message", "finding")
+
+
+def source_hash(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()[:16]
+
+
+class TransitionError(Exception):
+    """A state change whose precondition no longer holds (someone else got there first)."""
+
+
+class Blackboard:
+    """A campaign's SQLite file. Open one per process; use it from one thread at a time."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._conn = _db.connect(self.path)
+        self._waiters: dict[str, list[anyio.Event]] = {}
+        self._listeners: list[Any] = []
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> "Blackboard":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- change notification -------------------------------------------------------------
+    async def wait_change(self, *topics: str) -> None:
+        """Sleep until one of ``topics`` (table names) is written by this process."""
+        event = anyio.Event()
+        for topic in topics:
+            self._waiters.setdefault(topic, []).append(event)
+        await event.wait()
+
+    def on_message(self, listener: Any) -> None:
+        """Call ``listener(message)`` after each message commits (the console and JSONL logs)."""
+        self._listeners.append(listener)
+
+    def _notify(self, *topics: str) -> None:
+        for topic in topics:
+            for event in self._waiters.pop(topic, []):
+                event.set()
+
+    # ---- generic row access ----------------------------------------------------------------
+    def _next_id(self, table: str) -> int:
+        return self._conn.execute(f"SELECT coalesce(max(id), 0) + 1 FROM {table}").fetchone()[0]
+
+    def _rows(self, cls: type[T], sql: str, args: Iterable[Any] = ()) -> list[T]:
+        return [msgspec.json.decode(body, type=cls) for (body,) in self._conn.execute(sql, tuple(args))]
+
+    def _one(self, cls: type[T], table: str, id: int) -> T:
+        rows = self._rows(cls, f"SELECT body FROM {table} WHERE id = ?", (id,))
+        if not rows:
+            raise KeyError(f"no {table} with id {id}")
+        return rows[0]
+
+    # ---- campaign ------------------------------------------------------------------------
+    def campaign(self) -> Campaign | None:
+        rows = self._rows(Campaign, "SELECT body FROM campaign")
+        return rows[0] if rows else None
+
+    def create_campaign(self, campaign: Campaign) -> None:
+        with _db.write(self._conn) as c:
+            if c.execute("SELECT 1 FROM campaign").fetchone():
+                raise TransitionError(f"{self.path} already holds a campaign; use `resume`")
+            c.execute("INSERT INTO campaign (id, body) VALUES (1, ?)", (_encode(campaign),))
+        self._notify("campaign")
+
+    def clock(self) -> float:
+        """The campaign time of the latest record (where a resumed campaign's clock restarts)."""
+        row = self._conn.execute(
+            "SELECT max(json_extract(body, '$.at')) FROM message").fetchone()[0]
+        return float(row or 0.0)
+
+    # ---- kernels -------------------------------------------------------------------------
+    def add_kernel(self, *, source: str, author: str, at: float, state: KernelState,
+                   parent_id: int | None = None, reference_id: int | None = None,
+                   hypothesis_id: int | None = None, summary: str = "") -> Kernel:
+        """Record a kernel; with ``hypothesis_id`` the hypothesis is marked implemented atomically."""
+        with _db.write(self._conn) as c:
+            kernel = Kernel(id=self._next_id("kernel"), source=source, source_hash=source_hash(source),
+                            author=author, state=state, created_at=at, parent_id=parent_id,
+                            reference_id=reference_id, hypothesis_id=hypothesis_id, summary=summary)
+            c.execute("INSERT INTO kernel (id, state, source_hash, body) VALUES (?, ?, ?, ?)",
+                      (kernel.id, kernel.state, kernel.source_hash, _encode(kernel)))
+            if hypothesis_id is not None:
+                self._put_hypothesis_tx(self._hyp(hypothesis_id), state=HypothesisState.IMPLEMENTED,
+                                        kernel_id=kernel.id, lease_owner=None, lease_until=None)
+        self._notify("kernel", "hypothesis")
+        return kernel
+
+    def kernel(self, id: int) -> Kernel:
+        return self._one(Kernel, "kernel", id)
+
+    def kernels(self, *states: KernelState) -> list[Kernel]:
+        if not states:
+            return self._rows(Kernel, "SELECT body FROM kernel ORDER BY id")
+        marks = ",".join("?" * len(states))
+        return self._rows(Kernel, f"SELECT body FROM kernel WHERE state IN ({marks}) ORDER BY id", states)
+
+    def kernels_with_hash(self, digest: str) -> list[Kernel]:
+        return self._rows(Kernel, "SELECT body FROM kernel WHERE source_hash = ? ORDER BY id", (digest,))
+
+    def _set_kernel_state_tx(self, id: int, from_: tuple[KernelState, ...], to: KernelState) -> Kernel:
+        kernel = self._one(Kernel, "kernel", id)
+        if kernel.state not in from_:
+            raise TransitionError(f"kernel {id} is {kernel.state}, expected {'/'.join(from_)}")
+        kernel = msgspec.structs.replace(kernel, state=to)
+        self._conn.execute("UPDATE kernel SET state = ?, body = ? WHERE id = ?",
+                           (to, _encode(kernel), id))
+        return kernel
+
+    # ---- selections and hypotheses -------------------------------------------------------
+    def add_selection(self, *, base_id: int, reference_id: int | None, reason: str, at: float) -> Selection:
+        with _db.write(self._conn) as c:
+            sel = Selection(id=self._next_id("selection"), base_id=base_id, reference_id=reference_id,
+                            reason=reason, at=at)
+            c.execute("INSERT INTO selection (id, body) VALUES (?, ?)", (sel.id, _encode(sel)))
+        self._notify("selection")
+        return sel
+
+    def selections(self) -> list[Selection]:
+        return self._rows(Selection, "SELECT body FROM selection ORDER BY id")
+
+    def add_hypotheses(self, selection_id: int, drafts: list[Hypothesis]) -> list[Hypothesis]:
+        """Insert a theorist's batch and close its selection in one transaction (so a resumed
+        theorist never designs for the same selection twice); no drafts = base exhausted.
+        Ids are assigned here (the drafts' are ignored)."""
+        out = []
+        with _db.write(self._conn) as c:
+            sel = self._one(Selection, "selection", selection_id)
+            if sel.state != SelectionState.OPEN:
+                raise TransitionError(f"selection {selection_id} is already {sel.state}")
+            sel = msgspec.structs.replace(
+                sel, state=SelectionState.DESIGNED if drafts else SelectionState.EXHAUSTED)
+            c.execute("UPDATE selection SET body = ? WHERE id = ?", (_encode(sel), sel.id))
+            next_id = self._next_id("hypothesis")
+            for offset, draft in enumerate(drafts):
+                hyp = msgspec.structs.replace(draft, id=next_id + offset)
+                c.execute("INSERT INTO hypothesis (id, state, selection_id, body) VALUES (?, ?, ?, ?)",
+                          (hyp.id, hyp.state, hyp.selection_id, _encode(hyp)))
+                out.append(hyp)
+        self._notify("hypothesis", "selection")
+        return out
+
+    def _hyp(self, id: int) -> Hypothesis:
+        return self._one(Hypothesis, "hypothesis", id)
+
+    def hypothesis(self, id: int) -> Hypothesis:
+        return self._hyp(id)
+
+    def hypotheses(self, *states: HypothesisState) -> list[Hypothesis]:
+        if not states:
+            return self._rows(Hypothesis, "SELECT body FROM hypothesis ORDER BY id")
+        marks = ",".join("?" * len(states))
+        return self._rows(Hypothesis, f"SELECT body FROM hypothesis WHERE state IN ({marks}) ORDER BY id",
+                          states)
+
+    def _put_hypothesis_tx(self, hyp: Hypothesis, **changes: Any) -> Hypothesis:
+        hyp = msgspec.structs.replace(hyp, **changes)
+        self._conn.execute("UPDATE hypothesis SET state = ?, body = ? WHERE id = ?",
+                           (hyp.state, _encode(hyp), hyp.id))
+        return hyp
+
+    def claim_hypothesis(self, owner: str, now: float, lease_s: float) -> Hypothesis | None:
+        """Lease the oldest chosen hypothesis (or one whose lease expired) to ``owner``."""
+        with _db.write(self._conn):
+            for hyp in self.hypotheses(HypothesisState.CHOSEN, HypothesisState.CLAIMED):
+                if hyp.state == HypothesisState.CLAIMED and (hyp.lease_until or 0) > now:
+                    continue
+                claimed = self._put_hypothesis_tx(hyp, state=HypothesisState.CLAIMED,
+                                                  lease_owner=owner, lease_until=now + lease_s)
+                break
+            else:
+                return None
+        self._notify("hypothesis")
+        return claimed
+
+    def update_hypothesis(self, id: int, expect: tuple[HypothesisState, ...] = (), **changes: Any) -> Hypothesis:
+        with _db.write(self._conn):
+            hyp = self._hyp(id)
+            if expect and hyp.state not in expect:
+                raise TransitionError(f"hypothesis {id} is {hyp.state}, expected {'/'.join(expect)}")
+            hyp = self._put_hypothesis_tx(hyp, **changes)
+        self._notify("hypothesis")
+        return hyp
+
+    # ---- review and the queue --------------------------------------------------------------
+    def review(self, *, kernel_id: int, reviewer: str, approved: bool, reasons: list[str], at: float,
+               expected_value: float = 0.0) -> Review:
+        """Record the critic's pre-submission review; an approval queues the kernel in the same
+        transaction, so a kernel is never approved without being queued (or queued twice)."""
+        with _db.write(self._conn) as c:
+            rev = Review(id=self._next_id("review"), kernel_id=kernel_id, reviewer=reviewer,
+                         approved=approved, reasons=reasons, at=at)
+            c.execute("INSERT INTO review (id, kernel_id, body) VALUES (?, ?, ?)",
+                      (rev.id, kernel_id, _encode(rev)))
+            if approved:
+                self._set_kernel_state_tx(kernel_id, (KernelState.DRAFT,), KernelState.QUEUED)
+                sub = Submission(id=self._next_id("submission"), kernel_id=kernel_id,
+                                 expected_value=expected_value, state=SubmissionState.QUEUED,
+                                 enqueued_at=at)
+                c.execute("INSERT INTO submission (id, kernel_id, state, expected_value, body) "
+                          "VALUES (?, ?, ?, ?, ?)",
+                          (sub.id, kernel_id, sub.state, expected_value, _encode(sub)))
+            else:
+                self._set_kernel_state_tx(kernel_id, (KernelState.DRAFT,), KernelState.REJECTED)
+        self._notify("review", "kernel", "submission")
+        return rev
+
+    def reviews(self, kernel_id: int | None = None) -> list[Review]:
+        if kernel_id is None:
+            return self._rows(Review, "SELECT body FROM review ORDER BY id")
+        return self._rows(Review, "SELECT body FROM review WHERE kernel_id = ? ORDER BY id", (kernel_id,))
+
+    def submissions(self, *states: SubmissionState) -> list[Submission]:
+        """Submissions, highest expected value first (ties: oldest first)."""
+        states = states or tuple(SubmissionState)
+        marks = ",".join("?" * len(states))
+        return self._rows(Submission, f"SELECT body FROM submission WHERE state IN ({marks}) "
+                          "ORDER BY expected_value DESC, id", states)
+
+    def lease_submission(self, owner: str, now: float, lease_s: float) -> Submission | None:
+        """Claim the queued submission of highest expected value and mark its kernel evaluating."""
+        with _db.write(self._conn) as c:
+            queued = self.submissions(SubmissionState.QUEUED)
+            if not queued:
+                return None
+            sub = msgspec.structs.replace(queued[0], state=SubmissionState.LEASED, lease_owner=owner,
+                                          lease_until=now + lease_s, attempts=queued[0].attempts + 1,
+                                          starts=[*queued[0].starts, now])
+            c.execute("UPDATE submission SET state = ?, body = ? WHERE id = ?",
+                      (sub.state, _encode(sub), sub.id))
+            self._set_kernel_state_tx(sub.kernel_id, (KernelState.QUEUED,), KernelState.EVALUATING)
+        self._notify("submission", "kernel")
+        return sub
+
+    def release_leases(self, now: float | None = None) -> int:
+        """Return leased submissions and claimed hypotheses to their queues: all of them (a resumed
+        campaign: the process that held them is gone) or those whose lease ended before ``now``."""
+        count = 0
+        with _db.write(self._conn) as c:
+            for sub in self.submissions(SubmissionState.LEASED):
+                if now is None or (sub.lease_until or 0) <= now:
+                    sub = msgspec.structs.replace(sub, state=SubmissionState.QUEUED, lease_owner=None,
+                                                  lease_until=None)
+                    c.execute("UPDATE submission SET state = ?, body = ? WHERE id = ?",
+                              (sub.state, _encode(sub), sub.id))
+                    self._set_kernel_state_tx(sub.kernel_id, (KernelState.EVALUATING,), KernelState.QUEUED)
+                    count += 1
+            for hyp in self.hypotheses(HypothesisState.CLAIMED):
+                if now is None or (hyp.lease_until or 0) <= now:
+                    self._put_hypothesis_tx(hyp, state=HypothesisState.CHOSEN, lease_owner=None,
+                                            lease_until=None)
+                    count += 1
+        self._notify("submission", "kernel", "hypothesis")
+        return count
+
+    def record_evaluation(self, *, submission_id: int, owner: str, started_at: float,
+                          finished_at: float, report: EvalReport) -> Evaluation:
+        """Store a result, close the submission and move the kernel on, all in one transaction.
+        The UNIQUE submission id makes a second record of the same evaluation impossible."""
+        with _db.write(self._conn) as c:
+            sub = self._one(Submission, "submission", submission_id)
+            if sub.state != SubmissionState.LEASED or sub.lease_owner != owner:
+                raise TransitionError(f"submission {submission_id} is {sub.state} "
+                                      f"(owner {sub.lease_owner}), not leased to {owner}")
+            ev = Evaluation(id=self._next_id("evaluation"), kernel_id=sub.kernel_id,
+                            submission_id=sub.id, started_at=started_at, finished_at=finished_at,
+                            report=report)
+            c.execute("INSERT INTO evaluation (id, kernel_id, submission_id, body) VALUES (?, ?, ?, ?)",
+                      (ev.id, ev.kernel_id, ev.submission_id, _encode(ev)))
+            done = msgspec.structs.replace(sub, state=SubmissionState.DONE)
+            c.execute("UPDATE submission SET state = ?, body = ? WHERE id = ?",
+                      (done.state, _encode(done), sub.id))
+            to = KernelState.EVALUATED if report.outcome == Outcome.PASSED else KernelState.FAILED
+            self._set_kernel_state_tx(sub.kernel_id, (KernelState.EVALUATING,), to)
+        self._notify("evaluation", "submission", "kernel")
+        return ev
+
+    def evaluations(self) -> list[Evaluation]:
+        return self._rows(Evaluation, "SELECT body FROM evaluation ORDER BY id")
+
+    def evaluation_for(self, kernel_id: int) -> Evaluation | None:
+        rows = self._rows(Evaluation, "SELECT body FROM evaluation WHERE kernel_id = ?", (kernel_id,))
+        return rows[0] if rows else None
+
+    def evaluation_starts(self) -> list[float]:
+        """Campaign times at which evaluations were started, including ones a killed run never
+        finished (the rate limiter's memory across resumes: the service saw them too)."""
+        return sorted(t for sub in self.submissions() for t in sub.starts)
+
+    # ---- conversation and findings ---------------------------------------------------------
+    def say(self, *, agent: str, kind: str, text: str, at: float, kernel_id: int | None = None,
+            hypothesis_id: int | None = None) -> Message:
+        with _db.write(self._conn) as c:
+            msg = Message(id=self._next_id("message"), at=at, agent=agent, kind=kind, text=text,
+                          kernel_id=kernel_id, hypothesis_id=hypothesis_id)  # type: ignore[arg-type]
+            c.execute("INSERT INTO message (id, agent, kind, body) VALUES (?, ?, ?, ?)",
+                      (msg.id, agent, kind, _encode(msg)))
+        # Listeners run after the commit: a line on the console or in the JSONL log is a promise
+        # that the record is on disk.
+        for listener in self._listeners:
+            listener(msg)
+        self._notify("message")
+        return msg
+
+    def messages(self, after_id: int = 0, agent: str | None = None) -> list[Message]:
+        if agent is None:
+            return self._rows(Message, "SELECT body FROM message WHERE id > ? ORDER BY id", (after_id,))
+        return self._rows(Message, "SELECT body FROM message WHERE id > ? AND agent = ? ORDER BY id",
+                          (after_id, agent))
+
+    def add_finding(self, *, technique: str, scope: str, uplift: float, evidence: list[int],
+                    text: str, at: float) -> Finding:
+        with _db.write(self._conn) as c:
+            f = Finding(id=self._next_id("finding"), at=at, technique=technique, scope=scope,
+                        uplift=uplift, evidence=evidence, text=text)
+            c.execute("INSERT INTO finding (id, technique, body) VALUES (?, ?, ?)",
+                      (f.id, technique, _encode(f)))
+        self._notify("finding")
+        return f
+
+    def findings(self) -> list[Finding]:
+        return self._rows(Finding, "SELECT body FROM finding ORDER BY id")
+
+    def data_version(self) -> int:
+        """Changes when another connection commits (used to follow a campaign from outside)."""
+        return self._conn.execute("PRAGMA data_version").fetchone()[0]
+
+
+def open_existing(path: str | Path) -> Blackboard:
+    """Open a blackboard that must already hold a campaign (status, logs, resume)."""
+    p = Path(path)
+    if not p.is_file():
+        raise _db.BlackboardError(f"{p}: no such blackboard file")
+    try:
+        board = Blackboard(p)
+        campaign = board.campaign()
+    except sqlite3.DatabaseError as exc:
+        raise _db.BlackboardError(f"{p}: not a kernel-scientist blackboard ({exc})") from exc
+    if campaign is None:
+        board.close()
+        raise _db.BlackboardError(f"{p}: holds no campaign (was it created by `kernel-scientist run`?)")
+    return board

@@ -1,0 +1,153 @@
+"""Scenario files: a strict tree of msgspec Structs decoded from TOML.
+
+Unknown keys are errors (``forbid_unknown_fields``), limits live in ``Meta`` annotations, and every
+problem is reported as one line naming the file, the key and what is wrong, so a typo in a scenario
+can never silently fall back to a default.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+Positive = Annotated[float, msgspec.Meta(gt=0)]
+Count = Annotated[int, msgspec.Meta(ge=1, le=64)]  # plans, avenues, queue lengths
+
+
+class ScenarioError(Exception):
+    """A scenario that cannot be used; the message is one line: file, key, problem."""
+
+
+class _Strict(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    pass
+
+
+class CampaignConfig(_Strict):
+    name: str = "campaign"
+    # A problem folder in GPU MODE format, relative to the scenario file (or absolute).
+    task: str = "../evaluator/tasks/amd_fp8_mm"
+    seed: Annotated[int, msgspec.Meta(ge=0)] = 1
+    hours: Positive = 24.0  # campaign length on the campaign clock
+    # Where `run` puts the blackboard when --db is not given, relative to the working directory.
+    out_dir: str = "runs"
+
+
+class LatencyConfig(_Strict):
+    """Modeled thinking time per step, in campaign seconds (an LLM call takes minutes, not zero)."""
+
+    archivist: Annotated[float, msgspec.Meta(ge=0)] = 60.0
+    theorist: Annotated[float, msgspec.Meta(ge=0)] = 300.0
+    engineer: Annotated[float, msgspec.Meta(ge=0)] = 600.0
+    critic: Annotated[float, msgspec.Meta(ge=0)] = 90.0
+
+
+class AgentsConfig(_Strict):
+    brain: Literal["offline"] = "offline"
+    engineers: Annotated[int, msgspec.Meta(ge=1, le=32)] = 2  # engineers working at once
+    # Back-pressure: the theorist plans new experiments only while fewer than this many kernels are
+    # waiting anywhere in the pipeline (chosen hypotheses, drafts, queued submissions).
+    max_pending: Count = 6
+    avenues: Count = 10  # the paper: 10 avenues ...
+    plans: Count = 5  # ... 5 written plans ...
+    choose: Count = 3  # ... of which 3 run
+    prescreen: bool = True  # the critic's cheap CPU run before a submission is queued
+    latency: LatencyConfig = LatencyConfig()
+
+
+class EvaluatorConfig(_Strict):
+    backend: Literal["simulated"] = "simulated"
+    device: Literal["mi300x", "h200", "h100"] = "mi300x"
+    rate_per_hour: Positive = 6.0  # submissions started per campaign hour (sliding window)
+    in_flight: Annotated[int, msgspec.Meta(ge=1, le=16)] = 1  # evaluations running at once
+    noise: Annotated[float, msgspec.Meta(ge=0, le=0.5)] = 0.02  # simulated timing noise (sigma)
+    timeout_s: Positive = 60.0  # wall-clock limit for one candidate's sandboxed run
+    lease_s: Positive = 3600.0  # campaign seconds a claimed submission stays claimed
+
+
+class Scenario(_Strict):
+    campaign: CampaignConfig = CampaignConfig()
+    agents: AgentsConfig = AgentsConfig()
+    evaluator: EvaluatorConfig = EvaluatorConfig()
+    # Where the scenario came from; task paths are resolved against it. Not read from TOML.
+    source: str = ""
+
+    def task_path(self) -> Path:
+        task = Path(self.campaign.task)
+        if not task.is_absolute() and self.source:
+            task = Path(self.source).parent / task
+        return task.resolve()
+
+
+def _set(tree: dict[str, Any], dotted: str, raw: str, origin: str) -> None:
+    """Apply one ``--set key=value`` (value parsed as a TOML value, else taken as a string)."""
+    try:
+        value = msgspec.toml.decode(f"v = {raw}".encode())["v"]
+    except msgspec.DecodeError:
+        value = raw
+    node = tree
+    *parents, leaf = dotted.split(".")
+    for part in parents:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ScenarioError(f"{origin}: --set {dotted}: '{part}' is a value, not a table")
+        node = child
+    node[leaf] = value
+
+
+def parse_overrides(pairs: list[str], origin: str) -> list[tuple[str, str]]:
+    out = []
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ScenarioError(f"{origin}: --set {pair!r}: expected key=value, e.g. agents.engineers=4")
+        out.append((key.strip(), value.strip()))
+    return out
+
+
+def load_scenario(path: str | Path, overrides: list[str] = ()) -> Scenario:
+    """Read a scenario file and apply ``key=value`` overrides. Raises ScenarioError."""
+    path = Path(path)
+    try:
+        text = path.read_bytes()
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read scenario ({exc.strerror})") from exc
+    try:
+        tree = msgspec.toml.decode(text)
+    except msgspec.DecodeError as exc:
+        raise ScenarioError(f"{path}: not valid TOML: {exc}") from exc
+    for key, value in parse_overrides(list(overrides), str(path)):
+        _set(tree, key, value, str(path))
+    scenario = decode_scenario(tree, str(path))
+    scenario = msgspec.structs.replace(scenario, source=str(path.resolve()))
+    if not scenario.task_path().is_dir():
+        raise ScenarioError(f"{path}: campaign.task: no problem folder at {scenario.task_path()}")
+    return scenario
+
+
+def decode_scenario(tree: dict[str, Any], origin: str) -> Scenario:
+    if "source" in tree:
+        raise ScenarioError(f"{origin}: source: not a scenario key (it is set by the loader)")
+    try:
+        return msgspec.convert(tree, Scenario)
+    except msgspec.ValidationError as exc:
+        raise ScenarioError(f"{origin}: {_readable(str(exc))}") from exc
+
+
+def _readable(message: str) -> str:
+    """msgspec says "Expected `int`, got `str` - at `$.agents.engineers`"; lead with the key."""
+    text, sep, where = message.partition(" - at `$")
+    path = where.rstrip("`").lstrip(".") if sep else ""
+    if text.startswith("Object contains unknown field"):
+        name = text.split("`")[1]
+        return f"{path + '.' if path else ''}{name}: unknown key"
+    return f"{path}: {text}" if path else text
+
+
+def scenario_json(scenario: Scenario) -> str:
+    return msgspec.json.encode(scenario).decode()
+
+
+def scenario_from_json(text: str) -> Scenario:
+    return msgspec.json.decode(text, type=Scenario)

@@ -1,0 +1,242 @@
+"""The blackboard's records: the one schema for rows, messages and results.
+
+Every table row is one of these frozen msgspec Structs; the store encodes them to JSON columns and
+decodes them back with ``msgspec.convert``, so a field added here is added everywhere at once.
+Nothing in this module imports anything else of ours (the blackboard is the bottom layer).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Literal
+
+import msgspec
+
+
+class KernelState(enum.StrEnum):
+    """A kernel's lifecycle: draft -> reviewed -> queued -> evaluating -> evaluated | failed;
+    the critic may send a draft to rejected instead."""
+
+    DRAFT = "draft"
+    REVIEWED = "reviewed"
+    QUEUED = "queued"
+    EVALUATING = "evaluating"
+    EVALUATED = "evaluated"
+    FAILED = "failed"
+    REJECTED = "rejected"
+
+
+class HypothesisState(enum.StrEnum):
+    PROPOSED = "proposed"  # written by the theorist, not chosen to run
+    CHOSEN = "chosen"  # waiting for an engineer
+    CLAIMED = "claimed"  # an engineer holds a lease on it
+    IMPLEMENTED = "implemented"  # a kernel exists for it
+    ABANDONED = "abandoned"  # the engineer could not implement it
+
+
+class Verdict(enum.StrEnum):
+    PENDING = "pending"
+    CONFIRMED = "confirmed"
+    REFUTED = "refuted"
+    INCONCLUSIVE = "inconclusive"
+
+
+class SubmissionState(enum.StrEnum):
+    QUEUED = "queued"
+    LEASED = "leased"
+    DONE = "done"
+
+
+class Outcome(enum.StrEnum):
+    """The closed set every evaluation ends in (the evaluator translates all failures into it)."""
+
+    PASSED = "passed"
+    WRONG_OUTPUT = "wrong_output"
+    COMPILE_ERROR = "compile_error"
+    CRASH = "crash"
+    TIMEOUT = "timeout"
+    OUT_OF_MEMORY = "out_of_memory"
+    REJECTED_BY_RULE = "rejected_by_rule"
+
+
+class Shape(msgspec.Struct, frozen=True):
+    m: int
+    n: int
+    k: int
+    seed: int = 0
+
+    def label(self) -> str:
+        return f"{self.m}x{self.n}x{self.k}"
+
+
+class ShapeResult(msgspec.Struct, frozen=True):
+    """One ranked shape's outcome. ``time_us`` is the mean time of one call (simulated or measured,
+    as the evaluation's provenance says); ``sol_us`` the shape's speed of light on that device."""
+
+    shape: Shape
+    passed: bool
+    time_us: float | None = None
+    sol_us: float | None = None
+    error: str | None = None
+    flagged: str | None = None  # e.g. "faster than speed of light"
+
+
+class Provenance(msgspec.Struct, frozen=True):
+    """What produced a number. A simulated evaluation says so here, and every report repeats it."""
+
+    backend: str
+    simulated: bool
+    device: str
+    timing_method: str
+    versions: dict[str, str] = {}
+    seeds: list[int] = []
+    model: str | None = None  # the timing model's name and version, when simulated
+    notes: str = ""
+
+
+class EvalReport(msgspec.Struct, frozen=True):
+    """What a backend returns for one candidate. ``duration_s`` is how long the evaluation takes on
+    the (simulated or real) hardware service, which is what the evaluator's clock is charged."""
+
+    outcome: Outcome
+    reason: str
+    provenance: Provenance
+    score_us: float | None = None
+    shapes: list[ShapeResult] = []
+    checked_shapes: list[Shape] = []  # shapes the correctness check ran on
+    duration_s: float = 0.0
+
+
+class ScenarioRecord(msgspec.Struct, frozen=True):
+    """The campaign's scenario, stored as the TOML-decoded config encoded to JSON."""
+
+    name: str
+    config_json: str
+
+
+class Campaign(msgspec.Struct, frozen=True):
+    name: str
+    seed: int
+    task: str
+    backend: str
+    simulated: bool
+    config_json: str  # the full Scenario, so `resume` needs nothing but the database
+    created_wall: float
+    virtual_time: bool
+    # The task's PyTorch reference run through the same backend: the "speed-up over reference" anchor.
+    reference: EvalReport | None = None
+
+
+class Kernel(msgspec.Struct, frozen=True):
+    id: int
+    source: str
+    source_hash: str
+    author: str
+    state: KernelState
+    created_at: float  # campaign clock (virtual seconds in a simulated campaign)
+    parent_id: int | None = None
+    reference_id: int | None = None
+    hypothesis_id: int | None = None
+    summary: str = ""
+
+
+class SelectionState(enum.StrEnum):
+    OPEN = "open"  # waiting for the theorist
+    DESIGNED = "designed"  # hypotheses written for it
+    EXHAUSTED = "exhausted"  # the theorist found nothing left to try on this base
+
+
+class Selection(msgspec.Struct, frozen=True):
+    """The archivist's pick: a base to improve and a reference to borrow from."""
+
+    id: int
+    base_id: int
+    reference_id: int | None
+    reason: str
+    at: float
+    state: SelectionState = SelectionState.OPEN
+
+
+class Hypothesis(msgspec.Struct, frozen=True):
+    id: int
+    selection_id: int
+    base_id: int
+    reference_id: int | None
+    avenue: str
+    technique: str
+    params: dict[str, int | float | str | bool]
+    plan: str  # the rubric of code changes, in words
+    changes: list[str]
+    min_uplift: float  # predicted fractional speed-up of the score, e.g. 0.05 = 5% faster
+    max_uplift: float
+    innovation: float  # 0..1
+    state: HypothesisState
+    verdict: Verdict
+    author: str
+    created_at: float
+    why_chosen: str = ""
+    label: str = ""  # the variant, e.g. "BLOCK_M=128, BLOCK_N=128"
+    observed_uplift: float | None = None
+    kernel_id: int | None = None
+    lease_owner: str | None = None
+    lease_until: float | None = None
+
+
+class Review(msgspec.Struct, frozen=True):
+    id: int
+    kernel_id: int
+    reviewer: str
+    approved: bool
+    reasons: list[str]
+    at: float
+
+
+class Submission(msgspec.Struct, frozen=True):
+    id: int
+    kernel_id: int
+    expected_value: float
+    state: SubmissionState
+    enqueued_at: float
+    lease_owner: str | None = None
+    lease_until: float | None = None
+    attempts: int = 0
+    starts: list[float] = []  # campaign times of every lease: the rate limiter's memory
+
+
+class Evaluation(msgspec.Struct, frozen=True):
+    id: int
+    kernel_id: int
+    submission_id: int
+    started_at: float
+    finished_at: float
+    report: EvalReport
+
+
+MessageKind = Literal[
+    "info", "selection", "avenues", "plan", "choice", "kernel", "review", "queue", "evaluation",
+    "verdict", "finding", "warning", "error",
+]
+
+
+class Message(msgspec.Struct, frozen=True):
+    """One line of the agents' conversation (append-only)."""
+
+    id: int
+    at: float
+    agent: str
+    kind: MessageKind
+    text: str
+    kernel_id: int | None = None
+    hypothesis_id: int | None = None
+
+
+class Finding(msgspec.Struct, frozen=True):
+    """A digested lesson, e.g. 'split_k: +31% on shapes with fewer tiles than CUs'."""
+
+    id: int
+    at: float
+    technique: str
+    scope: str  # which shapes it is about ("all", "m=1024", "tiles<CUs", ...)
+    uplift: float
+    evidence: list[int]  # evaluation ids
+    text: str

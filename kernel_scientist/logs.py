@@ -1,0 +1,98 @@
+"""The agents' conversation on the console (a colour per agent) and in a JSONL file.
+
+Every message is first committed to the blackboard; the console line and the JSONL line are
+written after the commit, so what you read there is on disk. ``logs --follow`` reads the
+blackboard file from another process and prints what is new as it lands.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import TextIO
+
+import msgspec
+from loguru import logger
+
+from blackboard import Blackboard, Message
+
+COLOURS = {
+    "archivist": "magenta", "theorist": "cyan", "critic": "yellow", "evaluator": "green",
+    "runner": "white",
+}
+ENGINEER_COLOURS = ("blue", "light-blue", "light-cyan", "light-magenta")
+_ANSI = {"magenta": 35, "cyan": 36, "yellow": 33, "green": 32, "white": 37, "blue": 34,
+         "light-blue": 94, "light-cyan": 96, "light-magenta": 95, "red": 31}
+
+
+def colour(agent: str) -> str:
+    if agent.startswith("engineer-"):
+        number = agent.rsplit("-", 1)[-1]
+        return ENGINEER_COLOURS[(int(number) - 1) % len(ENGINEER_COLOURS)] if number.isdigit() else "blue"
+    return COLOURS.get(agent, "white")
+
+
+def clock(at: float) -> str:
+    hours, rest = divmod(int(at), 3600)
+    return f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
+
+
+def jsonl_path(db: Path) -> Path:
+    return db.with_suffix(".jsonl")
+
+
+class JsonlLog:
+    """Appends each message as one JSON object per line."""
+
+    def __init__(self, path: Path):
+        self.file = open(path, "ab")
+
+    def __call__(self, msg: Message) -> None:
+        self.file.write(msgspec.json.encode(msg) + b"\n")
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def setup_console(stream: TextIO = sys.stderr, colours: bool | None = None) -> None:
+    """Configure loguru (only the CLI does this): one line per message, coloured by agent."""
+    logger.remove()
+
+    def fmt(record) -> str:
+        tint = colour(record["extra"].get("agent", "runner"))
+        if record["extra"].get("kind") in ("error", "warning"):
+            return f"<{tint}>{{extra[clock]}} {{extra[agent]: >11}}</{tint}> │ <red>{{message}}</red>\n"
+        return f"<{tint}>{{extra[clock]}} {{extra[agent]: >11}} │ {{message}}</{tint}>\n"
+
+    logger.add(stream, format=fmt, colorize=colours if colours is not None else stream.isatty(), level="INFO")
+
+
+def to_console(msg: Message) -> None:
+    logger.bind(agent=msg.agent, kind=msg.kind, clock=clock(msg.at)).info(msg.text)
+
+
+def render(msg: Message, colours: bool) -> str:
+    line = f"{clock(msg.at)} {msg.agent: >11} │ {msg.text}"
+    if colours:
+        code = 31 if msg.kind in ("error", "warning") else _ANSI[colour(msg.agent)]
+        return f"\x1b[{code}m{line}\x1b[0m"
+    return line
+
+
+def replay(board: Blackboard, agent: str | None, follow: bool, out: TextIO = sys.stdout,
+           poll_s: float = 0.5) -> None:
+    """Print the conversation; with ``follow``, keep printing as another process writes it."""
+    colours = out.isatty()
+    last = 0
+    while True:
+        for msg in board.messages(after_id=last, agent=agent):
+            out.write(render(msg, colours) + "\n")
+            last = msg.id
+        out.flush()
+        if not follow:
+            return
+        version = board.data_version()
+        while board.data_version() == version:  # another process's commit changes it
+            time.sleep(poll_s)

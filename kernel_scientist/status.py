@@ -1,0 +1,112 @@
+"""The leaderboard: the best kernels of a campaign, with what produced every number."""
+
+from __future__ import annotations
+
+import math
+
+import msgspec
+
+from blackboard import Blackboard, Evaluation, KernelState
+
+
+class Entry(msgspec.Struct, frozen=True):
+    kernel_id: int
+    score_us: float
+    speedup_vs_seed: float | None
+    speedup_vs_reference: float | None
+    author: str
+    summary: str
+    parent_id: int | None
+
+
+class Status(msgspec.Struct, frozen=True):
+    task: str
+    backend: str
+    simulated: bool
+    device: str
+    seed: int
+    submissions: int
+    evaluations: int
+    failed: int
+    rejected: int
+    best: Entry | None
+    seed_score_us: float | None
+    reference_score_us: float | None
+    virtual_hours: float
+    leaderboard: list[Entry]
+
+
+def _passed(ev: Evaluation) -> bool:
+    return ev.report.outcome == "passed" and ev.report.score_us is not None
+
+
+def status(board: Blackboard, top: int = 10) -> Status:
+    campaign = board.campaign()
+    evals = board.evaluations()
+    kernels = {k.id: k for k in board.kernels()}
+    seed_ev = next((e for e in evals if kernels[e.kernel_id].author == "seed"), None)
+    seed_us = seed_ev.report.score_us if seed_ev and _passed(seed_ev) else None
+    ref_us = campaign.reference.score_us if campaign.reference else None
+    entries = []
+    for ev in sorted((e for e in evals if _passed(e)), key=lambda e: e.report.score_us):
+        k = kernels[ev.kernel_id]
+        entries.append(Entry(
+            kernel_id=k.id, score_us=round(ev.report.score_us, 3),
+            speedup_vs_seed=round(seed_us / ev.report.score_us, 3) if seed_us else None,
+            speedup_vs_reference=round(ref_us / ev.report.score_us, 3) if ref_us else None,
+            author=k.author, summary=k.summary, parent_id=k.parent_id))
+    device = evals[0].report.provenance.device if evals else ""
+    return Status(
+        task=campaign.task, backend=campaign.backend, simulated=campaign.simulated, device=device,
+        seed=campaign.seed, submissions=len(board.submissions()), evaluations=len(evals),
+        failed=sum(1 for e in evals if not _passed(e)),
+        rejected=len(board.kernels(KernelState.REJECTED)), best=entries[0] if entries else None,
+        seed_score_us=seed_us, reference_score_us=ref_us,
+        virtual_hours=round(board.clock() / 3600, 3) if campaign.virtual_time else 0.0,
+        leaderboard=entries[:top])
+
+
+def _x(v: float | None) -> str:
+    return "   n/a" if v is None else f"{v:5.2f}x"
+
+
+def render(board: Blackboard, top: int = 10) -> str:
+    st = status(board, top)
+    label = "simulated" if st.simulated else "measured"
+    lines = [
+        f"{st.task} on {st.device or 'no evaluations yet'} — backend {st.backend} ({label}), seed {st.seed}, "
+        f"{st.virtual_hours:.1f} campaign hours",
+        f"{st.submissions} submissions, {st.evaluations} evaluations ({st.failed} failed), "
+        f"{st.rejected} kernels sent back by the critic",
+        f"seed kernel {_fmt(st.seed_score_us)}, PyTorch reference {_fmt(st.reference_score_us)} "
+        f"(geometric mean over the ranked shapes, {label})",
+        "",
+        f"{'rank':>4} {'kernel':>6} {'score':>10} {'vs seed':>8} {'vs ref':>8}  author       change",
+    ]
+    for i, e in enumerate(st.leaderboard, 1):
+        lines.append(f"{i:>4} {e.kernel_id:>6} {e.score_us:>7.1f} us {_x(e.speedup_vs_seed):>8} "
+                     f"{_x(e.speedup_vs_reference):>8}  {e.author:<12} {e.summary[:60]}")
+    if st.best is not None:
+        lines += ["", f"best kernel {st.best.kernel_id}, per ranked shape ({label} us): "
+                  "best / seed / reference"]
+        lines += _per_shape(board, st.best.kernel_id)
+    return "\n".join(lines)
+
+
+def _fmt(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.1f} us"
+
+
+def _per_shape(board: Blackboard, kernel_id: int) -> list[str]:
+    best = board.evaluation_for(kernel_id).report.shapes
+    seed = next((board.evaluation_for(k.id) for k in board.kernels() if k.author == "seed"), None)
+    ref = board.campaign().reference
+    out = []
+    for i, s in enumerate(best):
+        seed_t = seed.report.shapes[i].time_us if seed and seed.report.shapes else None
+        ref_t = ref.shapes[i].time_us if ref and ref.shapes else None
+        out.append(f"  {s.shape.label():>16}: {_fmt(s.time_us):>10} / {_fmt(seed_t):>10} / {_fmt(ref_t):>10}")
+    if best:
+        geo = math.exp(sum(math.log(s.time_us) for s in best if s.time_us) / len(best))
+        out.append(f"  {'geomean':>16}: {geo:7.1f} us")
+    return out

@@ -1,0 +1,154 @@
+"""The blackboard through its public API, on real SQLite files."""
+
+import sqlite3
+
+import anyio
+import pytest
+
+from blackboard import (
+    SCHEMA_VERSION, Blackboard, BlackboardError, EvalReport, HypothesisState, Hypothesis, KernelState,
+    Outcome, Provenance, SubmissionState, TransitionError, Verdict, open_existing,
+)
+
+PROV = Provenance(backend="test", simulated=True, device="none", timing_method="none")
+
+
+def _report(outcome=Outcome.PASSED, score=10.0):
+    return EvalReport(outcome=outcome, reason="", provenance=PROV, score_us=score)
+
+
+def _queued_kernel(board, source="k", ev=0.5):
+    k = board.add_kernel(source=source, author="t", at=0, state=KernelState.DRAFT)
+    board.review(kernel_id=k.id, reviewer="critic", approved=True, reasons=[], at=1, expected_value=ev)
+    return k
+
+
+def test_schema_version_and_wal(board_path):
+    Blackboard(board_path).close()
+    conn = sqlite3.connect(board_path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_newer_schema_is_refused(board_path):
+    Blackboard(board_path).close()
+    conn = sqlite3.connect(board_path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(BlackboardError, match="newer than this kernel-scientist"):
+        Blackboard(board_path)
+
+
+def test_garbage_file_and_empty_board_give_clear_errors(tmp_path):
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"not a database at all" * 100)
+    with pytest.raises(BlackboardError, match="junk.sqlite"):
+        open_existing(junk)
+    with pytest.raises(BlackboardError, match="no such blackboard"):
+        open_existing(tmp_path / "missing.sqlite")
+    Blackboard(tmp_path / "empty.sqlite").close()
+    with pytest.raises(BlackboardError, match="holds no campaign"):
+        open_existing(tmp_path / "empty.sqlite")
+
+
+def test_queue_orders_by_expected_value_and_leases(board_path):
+    board = Blackboard(board_path)
+    low = _queued_kernel(board, "a", 0.1)
+    high = _queued_kernel(board, "b", 0.9)
+    sub = board.lease_submission("ev/0", now=5, lease_s=100)
+    assert sub.kernel_id == high.id and sub.starts == [5]
+    assert board.kernel(high.id).state == KernelState.EVALUATING
+    assert board.kernel(low.id).state == KernelState.QUEUED
+    ev = board.record_evaluation(submission_id=sub.id, owner="ev/0", started_at=5, finished_at=9,
+                                 report=_report())
+    assert board.kernel(high.id).state == KernelState.EVALUATED
+    assert board.evaluation_for(high.id) == ev
+    # Recording the same evaluation again is refused: nothing is ever evaluated twice.
+    with pytest.raises(TransitionError):
+        board.record_evaluation(submission_id=sub.id, owner="ev/0", started_at=5, finished_at=9,
+                                report=_report())
+    assert len(board.evaluations()) == 1
+
+
+def test_failed_outcome_marks_kernel_failed(board_path):
+    board = Blackboard(board_path)
+    k = _queued_kernel(board)
+    sub = board.lease_submission("ev/0", now=1, lease_s=10)
+    board.record_evaluation(submission_id=sub.id, owner="ev/0", started_at=1, finished_at=2,
+                            report=_report(Outcome.CRASH, None))
+    assert board.kernel(k.id).state == KernelState.FAILED
+
+
+def test_release_leases_returns_work_and_keeps_rate_memory(board_path):
+    board = Blackboard(board_path)
+    k = _queued_kernel(board)
+    board.lease_submission("ev/0", now=10, lease_s=50)
+    assert board.release_leases(now=20) == 0  # lease still valid
+    assert board.release_leases(now=61) == 1
+    assert board.kernel(k.id).state == KernelState.QUEUED
+    again = board.lease_submission("ev/1", now=70, lease_s=50)
+    assert again.attempts == 2 and again.starts == [10, 70]
+    assert board.evaluation_starts() == [10, 70]
+
+
+def test_rejection_and_double_review(board_path):
+    board = Blackboard(board_path)
+    k = board.add_kernel(source="x", author="t", at=0, state=KernelState.DRAFT)
+    board.review(kernel_id=k.id, reviewer="critic", approved=False, reasons=["no"], at=1)
+    assert board.kernel(k.id).state == KernelState.REJECTED
+    with pytest.raises(TransitionError):  # the transaction rolls back: no second review row
+        board.review(kernel_id=k.id, reviewer="critic", approved=True, reasons=[], at=2)
+    assert len(board.reviews(k.id)) == 1 and board.submissions() == []
+
+
+def _hyp(sel_id, base_id, state=HypothesisState.CHOSEN):
+    return Hypothesis(id=0, selection_id=sel_id, base_id=base_id, reference_id=None, avenue="a",
+                      technique="t", params={"x": 1}, plan="p", changes=[], min_uplift=0, max_uplift=0.1,
+                      innovation=0.5, state=state, verdict=Verdict.PENDING, author="theorist",
+                      created_at=0)
+
+
+def test_hypothesis_batch_closes_selection_once(board_path):
+    board = Blackboard(board_path)
+    k = board.add_kernel(source="x", author="seed", at=0, state=KernelState.DRAFT)
+    sel = board.add_selection(base_id=k.id, reference_id=None, reason="best", at=0)
+    hyps = board.add_hypotheses(sel.id, [_hyp(sel.id, k.id), _hyp(sel.id, k.id, HypothesisState.PROPOSED)])
+    assert [h.id for h in hyps] == [1, 2]
+    with pytest.raises(TransitionError):
+        board.add_hypotheses(sel.id, [_hyp(sel.id, k.id)])
+    assert len(board.hypotheses()) == 2
+    claimed = board.claim_hypothesis("engineer-1", now=0, lease_s=10)
+    assert claimed.id == 1 and board.claim_hypothesis("engineer-2", now=1, lease_s=10) is None
+    stolen = board.claim_hypothesis("engineer-2", now=11, lease_s=10)  # the lease expired
+    assert stolen.id == 1 and stolen.lease_owner == "engineer-2"
+    made = board.add_kernel(source="y", author="engineer-2", at=12, state=KernelState.DRAFT,
+                            hypothesis_id=1)
+    assert board.hypothesis(1).state == HypothesisState.IMPLEMENTED and board.hypothesis(1).kernel_id == made.id
+
+
+async def test_writes_wake_waiters(board_path, autojump_clock):
+    board = Blackboard(board_path)
+    woke = []
+
+    async def waiter():
+        await board.wait_change("kernel")
+        woke.append(anyio.current_time())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(waiter)
+        await anyio.sleep(1)
+        board.say(agent="x", kind="info", text="not a kernel", at=0)
+        await anyio.sleep(1)
+        assert woke == []
+        board.add_kernel(source="x", author="t", at=0, state=KernelState.DRAFT)
+    assert len(woke) == 1
+
+
+def test_committed_records_survive_reopen(board_path):
+    board = Blackboard(board_path)
+    for i in range(5):
+        board.say(agent="a", kind="info", text=f"m{i}", at=float(i))
+    board.close()
+    again = Blackboard(board_path)
+    assert [m.text for m in again.messages()] == [f"m{i}" for i in range(5)]
+    assert again.clock() == 4.0
