@@ -1,0 +1,86 @@
+"""The technique interface: a named, executable rewrite of a submission's source.
+
+A technique is offline knowledge turned into code: ``variants`` lists the concrete forms that make
+sense for a given kernel (never a no-op, never a form already applied), and ``apply`` returns a new
+complete submission. Transformations work on comment-delimited regions of the source (see
+``_regions``); a kernel without the regions a technique needs is answered with ``NotApplicable``
+rather than a guess, because a silently wrong rewrite would waste a scarce GPU evaluation.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+import msgspec
+
+Category = Literal["tiling", "parallelism", "memory", "precision", "schedule", "tuning", "crossover"]
+Param = int | float | str | bool
+
+
+class Variant(msgspec.Struct, frozen=True):
+    """One concrete form of a technique, ready for ``Technique.apply(source, params)``."""
+
+    technique: str
+    params: dict[str, Param]
+    label: str  # short, e.g. "BLOCK_M=128, BLOCK_N=128"
+    changes: list[str]  # the code changes, in words, for an LLM or a reviewer
+
+
+class NotApplicable(Exception):
+    """The technique cannot transform this source; the message says why."""
+
+
+class Technique:
+    """Base class of every catalogue entry. Subclasses set the class attributes and override
+    ``detect``, ``variants`` and ``apply``."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    category: ClassVar[Category]
+    prose: ClassVar[str]  # literature digest for prompts: what, why on MI300X, when not
+    prior_min: ClassVar[float]  # expected fractional score uplift on this task, low end
+    prior_max: ClassVar[float]
+    novelty: ClassVar[float]  # 0 (textbook tuning) .. 1 (rarely tried)
+
+    def detect(self, source: str) -> dict[str, Param] | None:
+        """The parameters this technique currently has in ``source``, or None if absent.
+
+        Tunable-only techniques report the current values; structural ones report None until
+        their structure has been inserted.
+        """
+        raise NotImplementedError
+
+    def variants(self, source: str, reference: str | None = None) -> list[Variant]:
+        raise NotImplementedError
+
+    def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
+        raise NotImplementedError
+
+    # -- helpers for subclasses -------------------------------------------------------------
+
+    def _variant(self, params: dict[str, Param], label: str, changes: list[str]) -> Variant:
+        return Variant(technique=self.name, params=dict(params), label=label, changes=list(changes))
+
+    def _fresh(self, source: str, candidates: list[Variant], limit: int = 6) -> list[Variant]:
+        """Drop candidates equal to what ``source`` already has; keep order; cap the count."""
+        try:
+            current = self.detect(source)
+        except NotApplicable:
+            return []
+        fresh = [v for v in candidates if current is None or not _same(v.params, current)]
+        return fresh[:limit]
+
+    def _param(self, params: dict[str, Param], key: str, allowed: tuple) -> Param:
+        if key not in params:
+            raise NotApplicable(f"{self.name}: missing parameter {key!r} (allowed values {allowed})")
+        value = params[key]
+        if value not in allowed or isinstance(value, bool) != any(isinstance(a, bool) for a in allowed):
+            raise NotApplicable(f"{self.name}: {key}={value!r} is not one of {allowed}")
+        return value
+
+    def __repr__(self) -> str:
+        return f"<technique {self.name}>"
+
+
+def _same(params: dict[str, Param], current: dict[str, Param]) -> bool:
+    return all(current.get(key) == value for key, value in params.items())

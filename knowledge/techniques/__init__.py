@@ -1,0 +1,45 @@
+"""The technique catalogue, in a fixed order (tunables first, then structure, then crossover)."""
+
+from __future__ import annotations
+
+from .._base import Technique
+from .amd_knobs import AmdKnobs
+from .crossover import Crossover
+from .dispatch import ShapeDispatch
+from .layout import LayoutPrepass
+from .order import GroupedOrder, Persistent, XcdRemap
+from .precision import AccumulationPrecision
+from .split_k import SplitK
+from .tunables import Stages, TileShape, Warps
+
+_CLASSES = (
+    TileShape,
+    Warps,
+    Stages,
+    GroupedOrder,
+    SplitK,
+    LayoutPrepass,
+    AccumulationPrecision,
+    Persistent,
+    AmdKnobs,
+    XcdRemap,
+    ShapeDispatch,
+    Crossover,
+)
+_INSTANCES: tuple[Technique, ...] = tuple(cls() for cls in _CLASSES)
+
+
+def catalogue() -> list[Technique]:
+    return list(_INSTANCES)
+
+
+def catalogue_without_crossover() -> list[Technique]:
+    return [item for item in _INSTANCES if item.category != "crossover"]
+
+
+def technique(name: str) -> Technique:
+    for item in _INSTANCES:
+        if item.name == name:
+            return item
+    known = ", ".join(item.name for item in _INSTANCES)
+    raise KeyError(f"no technique named {name!r}; known techniques: {known}")

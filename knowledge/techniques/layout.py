@@ -1,0 +1,73 @@
+"""Layout pre-pass: copy the column-major fp8 operands to K-contiguous rows before the GEMM.
+
+The kernel already loads through the strides it is given, so the rewrite only has to insert the
+copies; Triton then specialises the K stride to 1 and emits wide vector loads along K.
+"""
+
+from __future__ import annotations
+
+from .._base import NotApplicable, Param, Technique, Variant
+from .._regions import body, has, insert, replace_body, require
+
+_COPIES = {
+    "ab": ("a = a.contiguous()", "b = b.contiguous()"),
+    "a": ("a = a.contiguous()",),
+    "b": ("b = b.contiguous()",),
+}
+
+
+class LayoutPrepass(Technique):
+    name = "layout_prepass"
+    title = "K-contiguous layout pre-pass"
+    category = "memory"
+    prose = (
+        "The inputs arrive column-major: consecutive bytes run along m (or n), while the matrix "
+        "instructions consume operands along K. Loading such tiles directly gives narrow, strided "
+        "accesses or needs a transpose through LDS. Copying a and b to K-contiguous rows first "
+        "(one pass over m*k + n*k bytes, a few microseconds at 5.3 TB/s) lets every tile load be a "
+        "16-byte vector along K. Every winning MI300X entry transposed its inputs first. The copy "
+        "is a fixed cost that matters most for the k = 256 and 512 shapes, where the GEMM itself "
+        "is only a few microseconds."
+    )
+    prior_min, prior_max = 0.0, 0.5
+    novelty = 0.2
+
+    def detect(self, source: str) -> dict[str, Param] | None:
+        require(source, "prepare", why=self.name)
+        if not has(source, "layout"):
+            return None
+        text = "\n".join(body(source, "layout"))
+        operands = "".join(name for name in "ab" if f"{name} = {name}.contiguous()" in text)
+        return {"operands": operands} if operands else None
+
+    def variants(self, source: str, reference: str | None = None) -> list[Variant]:
+        described = {"ab": "a and b", "a": "a only", "b": "b only"}
+        return self._fresh(
+            source,
+            [
+                self._variant(
+                    {"operands": key},
+                    f"K-contiguous {described[key]}",
+                    [f"copy {described[key]} to K-contiguous (row-major) layout on the host before the launch",
+                     "the kernel loads through the new strides (K stride 1)"],
+                )
+                for key in _COPIES
+            ],
+        )
+
+    def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
+        key = self._param(params, "operands", tuple(_COPIES))
+        require(source, "prepare", why=self.name)
+        prepare = "\n".join(body(source, "prepare"))
+        if "a, b, a_scale, b_scale, c = data" not in prepare:
+            raise NotApplicable(f"{self.name}: region prepare must unpack `a, b, a_scale, b_scale, c = data`")
+        text = "\n".join(
+            [
+                "# K-contiguous copies: each row of a (b) becomes k consecutive bytes, so tile loads",
+                "# are wide vectors along K, the order the matrix instructions consume.",
+                *_COPIES[key],
+            ]
+        )
+        if has(source, "layout"):
+            return replace_body(source, "layout", text)
+        return insert(source, "prepare", f"# region: layout\n{text}\n# endregion: layout")

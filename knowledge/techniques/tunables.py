@@ -1,0 +1,119 @@
+"""Techniques that only retune existing constants: tile shape, warps, pipeline stages.
+
+They still go through ``set_constant`` so a kernel whose config region lacks the constant is
+refused instead of silently gaining a setting nothing reads.
+"""
+
+from __future__ import annotations
+
+from .._base import NotApplicable, Param, Technique, Variant
+from .._regions import read_tunables, require, set_constant
+
+
+def _need(source: str, *names: str, why: str) -> dict[str, int]:
+    require(source, "config", why=why)
+    tunables = read_tunables(source)
+    missing = [name for name in names if name not in tunables]
+    if missing:
+        raise NotApplicable(f"{why}: the config region has no {', '.join(missing)}")
+    return tunables
+
+
+class TileShape(Technique):
+    name = "tile_shape"
+    title = "Output tile shape (BLOCK_M x BLOCK_N)"
+    category = "tiling"
+    prose = (
+        "The output tile sets the arithmetic intensity of each program: a BM x BN tile reads "
+        "(BM + BN) * BK bytes of fp8 per BM * BN * BK multiply-adds, so larger tiles cut global and "
+        "LDS traffic per FLOP. On MI300X, 256x256 or 256x128 tiles with 32x32x16 fp8 MFMA were used "
+        "by the fastest challenge entries for the large shapes. Large tiles lose when the grid has "
+        "too few tiles to occupy 304 CUs (m = 1024 with n = 512..1536) or when the fp32 accumulator "
+        "spills registers (a 256x256 tile needs 256 KB of accumulators per workgroup). Small m (the "
+        "64/96/128-row tests) wastes most of a tall tile."
+    )
+    prior_min, prior_max = 0.05, 0.6
+    novelty = 0.1
+
+    _CANDIDATES = [(128, 128), (64, 128), (128, 64), (256, 128), (128, 256), (32, 64), (256, 256), (64, 64)]
+    _SIZES = (32, 64, 128, 256)
+
+    def detect(self, source: str) -> dict[str, Param] | None:
+        tunables = _need(source, "BLOCK_M", "BLOCK_N", why=self.name)
+        return {"BLOCK_M": tunables["BLOCK_M"], "BLOCK_N": tunables["BLOCK_N"]}
+
+    def variants(self, source: str, reference: str | None = None) -> list[Variant]:
+        return self._fresh(
+            source,
+            [
+                self._variant(
+                    {"BLOCK_M": bm, "BLOCK_N": bn},
+                    f"BLOCK_M={bm}, BLOCK_N={bn}",
+                    [f"set BLOCK_M = {bm} and BLOCK_N = {bn} in the config region"],
+                )
+                for bm, bn in self._CANDIDATES
+            ],
+        )
+
+    def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
+        self.detect(source)
+        for key in ("BLOCK_M", "BLOCK_N"):
+            source = set_constant(source, key, self._param(params, key, self._SIZES))
+        return source
+
+
+class _LaunchOption(Technique):
+    """One integer launch option held in one config constant."""
+
+    constant: str
+    key: str
+    choices: tuple[int, ...]
+
+    def detect(self, source: str) -> dict[str, Param] | None:
+        return {self.key: _need(source, self.constant, why=self.name)[self.constant]}
+
+    def variants(self, source: str, reference: str | None = None) -> list[Variant]:
+        return self._fresh(
+            source,
+            [
+                self._variant({self.key: value}, f"{self.key}={value}", [f"set {self.constant} = {value} in the config region"])
+                for value in self.choices
+            ],
+        )
+
+    def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
+        self.detect(source)
+        return set_constant(source, self.constant, self._param(params, self.key, self.choices))
+
+
+class Warps(_LaunchOption):
+    name = "num_warps"
+    title = "Warps (wavefronts) per program"
+    category = "parallelism"
+    prose = (
+        "num_warps sets how many wavefronts (64 lanes each on MI300X) share one tile. More "
+        "wavefronts split the tile's MFMA work and hide load latency, but each owns fewer "
+        "accumulator registers only if the tile is large enough; with 64x64 tiles, 8 wavefronts "
+        "leave each one too little work. A CU runs at most 32 wavefronts (2048 lanes), so "
+        "waves_per_eu and num_warps together set occupancy. Typical MI300X GEMM configs use 4 "
+        "warps for 128x128 and 8 for 256x256 tiles."
+    )
+    prior_min, prior_max = -0.1, 0.15
+    novelty = 0.05
+    constant, key, choices = "NUM_WARPS", "num_warps", (4, 8, 2)
+
+
+class Stages(_LaunchOption):
+    name = "num_stages"
+    title = "Software pipeline depth (num_stages)"
+    category = "schedule"
+    prose = (
+        "num_stages is how many K steps of operand tiles Triton keeps in flight, so that global "
+        "loads for the next steps overlap the matrix instructions of the current one. On MI300X "
+        "Triton's stream pipeliner works best with 2 (one tile in LDS, one in flight); deeper "
+        "pipelines need more LDS (64 KB per CU) and lower occupancy. K = 256 shapes have only two "
+        "scale blocks, so pipelining barely matters there; k = 7168 shapes (56 steps) benefit most."
+    )
+    prior_min, prior_max = -0.1, 0.2
+    novelty = 0.1
+    constant, key, choices = "NUM_STAGES", "num_stages", (1, 2, 3, 4)
