@@ -43,6 +43,7 @@ class EvaluatorAgent(Agent):
         rank = self.rank + index
         owner = f"{self.name}/{index}"
         while True:
+            sub = None  # stays None when the deadline cancels the wait
             with anyio.move_on_at(self.ctx.clock.to_loop(self.ctx.clock.deadline)):
                 sub = await self._next(rank, owner)
             if sub is None:

@@ -48,6 +48,7 @@ class Blackboard:
         self.path = Path(path)
         self._conn = _db.connect(self.path)
         self._waiters: dict[str, list[anyio.Event]] = {}
+        self._evaluations: dict[int, Evaluation] = {}  # immutable once written: decode once
         self._listeners: list[Any] = []
 
     def close(self) -> None:
@@ -313,11 +314,20 @@ class Blackboard:
         self._notify("evaluation", "submission", "kernel")
         return ev
 
+    def _decoded_evaluations(self, sql: str, args: tuple = ()) -> list[Evaluation]:
+        out = []
+        for id, body in self._conn.execute(sql, args):
+            ev = self._evaluations.get(id)
+            if ev is None:
+                ev = self._evaluations[id] = msgspec.json.decode(body, type=Evaluation)
+            out.append(ev)
+        return out
+
     def evaluations(self) -> list[Evaluation]:
-        return self._rows(Evaluation, "SELECT body FROM evaluation ORDER BY id")
+        return self._decoded_evaluations("SELECT id, body FROM evaluation ORDER BY id")
 
     def evaluation_for(self, kernel_id: int) -> Evaluation | None:
-        rows = self._rows(Evaluation, "SELECT body FROM evaluation WHERE kernel_id = ?", (kernel_id,))
+        rows = self._decoded_evaluations("SELECT id, body FROM evaluation WHERE kernel_id = ?", (kernel_id,))
         return rows[0] if rows else None
 
     def evaluation_starts(self) -> list[float]:

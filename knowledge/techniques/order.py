@@ -165,7 +165,7 @@ class Persistent(Technique):
                     [
                         "add a NUM_SMS constexpr",
                         "wrap the per-tile body in `for work_id in range(program_id, num_work, NUM_SMS)`",
-                        "launch a grid of (NUM_SMS,)",
+                        "launch min(NUM_SMS, work items) programs",
                     ],
                 )
                 for sms in self._SMS
@@ -192,4 +192,4 @@ class Persistent(Technique):
         )
         source = add_tunable(source, "NUM_SMS", sms)
         source = replace_body(source, "tile", new_body)
-        return replace_line(source, "grid", "grid = ", 'grid = (cfg["NUM_SMS"],)')
+        return replace_line(source, "grid", "grid = ", 'grid = (min(cfg["NUM_SMS"], num_work),)')

@@ -65,15 +65,25 @@ def generate_input(m: int, n: int, k: int, seed: int, device: str | None = None)
     every input is column-major. c is a zero bf16 [m, n] row-major tensor.
     """
     device = device or _default_device()
-    gen = torch.Generator(device=device)
-    gen.manual_seed(seed)
+    # On the meta device there is no data and no Generator: the layout alone (shapes, strides,
+    # dtypes) is what an evaluator needs to capture a submission's launches.
+    meta = torch.device(device).type == "meta"
+    gen = None if meta else torch.Generator(device=device)
+    if gen is not None:
+        gen.manual_seed(seed)
+
+    def normal(shape, dtype):
+        if meta:
+            return torch.empty(shape, dtype=dtype, device=device)
+        return torch.randn(shape, dtype=dtype, device=device, generator=gen)
+
     k_blocks = (k + SCALE_BLOCK - 1) // SCALE_BLOCK
     n_blocks = (n + SCALE_BLOCK - 1) // SCALE_BLOCK
     fp8 = fp8_dtype()
-    a = torch.randn((k, m), dtype=torch.bfloat16, device=device, generator=gen).to(fp8)
-    b = torch.randn((k, n), dtype=torch.bfloat16, device=device, generator=gen).to(fp8)
-    a_scale = torch.randn((k_blocks, m), dtype=torch.float32, device=device, generator=gen)
-    b_scale = torch.randn((k_blocks, n_blocks), dtype=torch.float32, device=device, generator=gen)
+    a = normal((k, m), torch.bfloat16).to(fp8)
+    b = normal((k, n), torch.bfloat16).to(fp8)
+    a_scale = normal((k_blocks, m), torch.float32)
+    b_scale = normal((k_blocks, n_blocks), torch.float32)
     c = torch.zeros((m, n), dtype=torch.bfloat16, device=device)
     return a.T, b.T, a_scale.T, b_scale.T, c
 

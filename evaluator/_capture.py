@@ -1,0 +1,216 @@
+"""Launch capture: record what a submission would launch instead of running it.
+
+Runs inside the candidate's child process only. ``capture_launches`` patches Triton's launch path
+(``JITFunction.run`` for compiled mode, ``InterpretedFunction.run`` for the CPU interpreter, and
+``Autotuner.run``) so that ``kernel[grid](...)`` records a ``Launch`` and returns, and wraps the call
+in a ``TorchDispatchMode`` that records torch work (pre-passes, allocations, fallbacks) with its
+bytes and flops. The inputs live on the ``meta`` device: right shapes, strides and dtypes, no data,
+so capturing a 6144x4608x7168 call costs microseconds.
+
+Static features come from the kernel's source (``JITFunction.src`` or the interpreted function's
+source): the model needs to know whether a launch does matrix work and at what precision, which
+the launch arguments alone do not say.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import inspect
+import re
+from collections.abc import Callable, Iterator
+
+from evaluator._wire import Launch, TensorArg, TorchOp
+
+_LAUNCH_OPTIONS = {
+    "num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "waves_per_eu",
+    "matrix_instr_nonkdim", "kpack", "launch_cooperative_grid", "launch_pdl", "debug",
+}
+_AMD_KNOBS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack")
+_features_cache: dict[int, dict[str, bool]] = {}
+
+
+def kernel_features(src: str) -> dict[str, bool]:
+    """What the kernel's source says about its matrix work (see ``Launch``).
+
+    Upcasts are found through the AST: a ``tl.dot`` operand counts as upcast when its expression,
+    or the assignment of the name it uses, contains ``.to(tl.bfloat16)`` (or float16/float32). A
+    plain text search would also catch the epilogue's ``acc.to(tl.bfloat16)``, which is no upcast.
+    """
+    feats = {
+        "has_dot": bool(re.search(r"\btl\.dot(_scaled)?\s*\(", src)),
+        "precise_acc": bool(re.search(r"max_num_imprecise_acc\s*=\s*0\b", src)),
+        "atomic": bool(re.search(r"\btl\.atomic_\w+\s*\(", src)),
+        "upcast_bf16": False,
+        "upcast_fp32": False,
+    }
+    try:
+        tree = ast.parse(inspect.cleandoc(src) if src.startswith((" ", "\t")) else src)
+    except SyntaxError:
+        return feats
+    assigned: dict[str, list[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                if isinstance(t, ast.Name) and node.value is not None:
+                    assigned.setdefault(t.id, []).append(ast.unparse(node.value))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in ("tl.dot", "triton.language.dot"):
+            for arg in node.args[:2]:
+                texts = [ast.unparse(arg)]
+                if isinstance(arg, ast.Name):
+                    texts += assigned.get(arg.id, [])
+                joined = " ".join(texts)
+                if re.search(r"\.to\(\s*tl\.(bfloat16|float16)", joined):
+                    feats["upcast_bf16"] = True
+                if re.search(r"\.to\(\s*tl\.float32", joined):
+                    feats["upcast_fp32"] = True
+    return feats
+
+
+def _source_of(kernel) -> str:
+    src = getattr(kernel, "src", None)
+    if isinstance(src, str):
+        return src
+    try:
+        return inspect.getsource(getattr(kernel, "fn", kernel))
+    except (OSError, TypeError):
+        return ""
+
+
+def _tensor_arg(name: str, t) -> TensorArg:
+    return TensorArg(name=name, shape=list(t.shape), stride=list(t.stride()), dtype=str(t.dtype).removeprefix("torch."),
+                     element_size=t.element_size())
+
+
+def _record_launch(kernel, args: tuple, grid, kwargs: dict) -> Launch:
+    pyfn = getattr(kernel, "fn", kernel)
+    sig = inspect.signature(pyfn)
+    call_kwargs = {k: v for k, v in kwargs.items() if k not in _LAUNCH_OPTIONS and k in sig.parameters}
+    bound = sig.bind_partial(*args, **call_kwargs)
+    bound.apply_defaults()
+    values = dict(bound.arguments)
+    constexprs: dict[str, int | bool | float] = {}
+    tensors: list[TensorArg] = []
+    for name, param in sig.parameters.items():
+        v = values.get(name)
+        if "constexpr" in str(param.annotation) and isinstance(v, (int, bool, float)):
+            constexprs[name] = v
+        elif hasattr(v, "stride") and hasattr(v, "dtype") and hasattr(v, "shape"):
+            tensors.append(_tensor_arg(name, v))
+    meta = {**values, **{k: v for k, v in kwargs.items() if k in _LAUNCH_OPTIONS}}
+    g = grid(meta) if callable(grid) else grid
+    g = tuple(int(x) for x in (g if isinstance(g, (tuple, list)) else (g,)))
+    key = id(pyfn)
+    if key not in _features_cache:
+        _features_cache[key] = kernel_features(_source_of(kernel))
+    return Launch(
+        kernel=getattr(pyfn, "__name__", "kernel"),
+        grid=list(g + (1,) * (3 - len(g))),
+        num_warps=int(kwargs.get("num_warps", 4)),
+        num_stages=int(kwargs.get("num_stages", 2)),
+        constexprs=constexprs,
+        extra={k: int(kwargs[k]) for k in _AMD_KNOBS if kwargs.get(k) is not None},
+        tensors=tensors,
+        **_features_cache[key],
+    )
+
+
+_MM_OPS = ("aten.mm", "aten.addmm", "aten.bmm", "aten._scaled_mm", "aten.baddbmm", "aten._scaled_grouped_mm")
+_FREE_OPS = ("aten.empty", "aten.empty_strided", "aten.empty_like", "aten.detach", "aten.alias", "aten.lift_fresh",
+             "aten._local_scalar_dense", "aten.set_", "aten.new_empty", "aten.new_empty_strided")
+
+
+def _mm_flops(name: str, args: tuple) -> int:
+    shapes = [tuple(a.shape) for a in args if hasattr(a, "shape")]
+    if name.startswith(("aten.mm", "aten._scaled_mm")) and len(shapes) >= 2:
+        (m, k), (_, n) = shapes[0][-2:], shapes[1][-2:]
+        return 2 * m * n * k
+    if name.startswith("aten.addmm") and len(shapes) >= 3:
+        (m, k), (_, n) = shapes[1][-2:], shapes[2][-2:]
+        return 2 * m * n * k
+    if name.startswith(("aten.bmm", "aten.baddbmm")) and len(shapes) >= 2:
+        b, m, k = shapes[-2]
+        return 2 * b * m * shapes[-1][-1] * k
+    return 0
+
+
+def _torch_recorder(sink: list[TorchOp]):
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+
+    class _Recorder(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            name = str(func)  # e.g. "aten.mm.default"
+            if getattr(func, "is_view", False) or name.startswith(_FREE_OPS):
+                return out
+            ins = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+            outs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+            sink.append(TorchOp(
+                op=name,
+                bytes_read=sum(t.numel() * t.element_size() for t in ins),
+                bytes_written=sum(t.numel() * t.element_size() for t in outs),
+                flops=_mm_flops(name, tuple(args)) if name.startswith(_MM_OPS) else 0,
+                dtype=str(outs[0].dtype).removeprefix("torch.") if outs and name.startswith(_MM_OPS) else "",
+            ))
+            return out
+
+    return _Recorder()
+
+
+@contextlib.contextmanager
+def capture_launches(
+    launches: list[Launch],
+    torch_ops: list[TorchOp] | None,
+    choose: Callable[[list[list[Launch]]], int] | None = None,
+    execute: bool = False,
+) -> Iterator[None]:
+    """Intercept Triton launches (and torch work, when ``torch_ops`` is a list).
+
+    With ``execute=False`` a launch is only recorded. An autotuned kernel records every config's
+    launches and ``choose`` picks the one that would win (by the timing model); with
+    ``execute=True`` (the correctness run) launches run and an autotuner uses its first config,
+    since benchmarking configs under the interpreter would cost seconds and measure nothing real.
+    """
+    from triton.runtime import autotuner, interpreter, jit
+
+    patched = [(jit.JITFunction, "run", jit.JITFunction.run),
+               (interpreter.InterpretedFunction, "run", interpreter.InterpretedFunction.run),
+               (autotuner.Autotuner, "run", autotuner.Autotuner.run)]
+
+    def make_run(original):
+        def run(self, *args, grid, warmup, **kwargs):
+            if warmup:
+                return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+            launches.append(_record_launch(self, args, grid, kwargs))
+            if execute:
+                return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+            return None
+        return run
+
+    def tuned_run(self, *args, **kwargs):
+        configs = list(self.configs)
+        if execute or len(configs) == 1 or choose is None:
+            return self.fn.run(*args, **kwargs, **configs[0].all_kwargs())
+        options: list[list[Launch]] = []
+        for cfg in configs:
+            start = len(launches)
+            self.fn.run(*args, **kwargs, **cfg.all_kwargs())
+            options.append(launches[start:])
+            del launches[start:]
+        launches.extend(options[choose(options)])
+        return None
+
+    jit.JITFunction.run = make_run(patched[0][2])
+    interpreter.InterpretedFunction.run = make_run(patched[1][2])
+    autotuner.Autotuner.run = tuned_run
+    mode = _torch_recorder(torch_ops) if torch_ops is not None else contextlib.nullcontext()
+    try:
+        with mode:
+            yield
+    finally:
+        for owner, attr, original in patched:
+            setattr(owner, attr, original)

@@ -1,0 +1,232 @@
+"""The candidate's side of the sandbox: what one forked child does, start to exit.
+
+The fork server calls ``child_main`` right after ``fork()``. The child leaves the server's session
+(so a timeout can kill its whole process group), moves into a fresh directory with its own Triton
+and torch-extension caches, sends stdout/stderr into the server's output pipe, limits its address
+space (CPU only: RLIMIT_AS would break CUDA), then:
+
+1. draws the check inputs with the task's ``generate_input`` and the ranked shapes' inputs as
+   ``meta`` tensors, *before* the candidate's module exists, and drops the reference module from
+   ``sys.modules`` so a plain ``import reference`` finds nothing;
+2. imports the candidate from ``submission.py`` in its directory;
+3. on each check shape runs ``custom_kernel`` on clones (output pre-filled with NaN) under the
+   Triton CPU interpreter, confirms the inputs were not written, and keeps the raw output bytes;
+4. (evaluate only) calls ``custom_kernel`` on each ranked shape's meta inputs with launches
+   captured instead of run (``_capture``);
+5. writes one msgpack ``ChildResult`` to ``.result`` and exits with ``os._exit``.
+
+The verdict is not computed here: the parent regenerates the inputs, runs the reference and judges
+the bytes, out of the candidate's reach (facts/evaluation-attacks.md).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import resource
+import sys
+import traceback
+from pathlib import Path
+
+import msgspec
+
+from blackboard.records import Shape
+from evaluator._capture import capture_launches
+from evaluator._task import import_reference
+from evaluator._wire import Capture, CheckOutput, ChildRequest, ChildResult, Launch, TorchOp
+
+RESULT_FILE = ".result"
+_encoder = msgspec.msgpack.Encoder()
+
+
+def preload() -> None:
+    """Import everything a child needs, once, in the server (a fork then starts in ~10 ms).
+
+    The fake-tensor warm-up matters: its first use costs about a second of lazy imports. It runs
+    no real tensor compute, so the server stays single-threaded and safe to fork.
+    """
+    import numpy  # noqa: F401
+    import torch
+    import triton  # noqa: F401
+    import triton.language  # noqa: F401
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils._python_dispatch import TorchDispatchMode  # noqa: F401
+    import evaluator._model  # noqa: F401
+
+    try:  # the interpreter imports gluon lazily at the first launch: ~65 ms per child otherwise
+        import triton.experimental.gluon.nvidia.hopper  # noqa: F401
+    except ImportError:  # older triton (the GPU machine's 3.6) may not have it
+        pass
+
+    with FakeTensorMode():
+        torch.randn((4, 4), dtype=torch.bfloat16).to(torch.float8_e4m3fn).T.contiguous()
+
+
+def _one_line(text: str, limit: int = 400) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _where(exc: BaseException) -> str:
+    """The most telling frame: the last one in the candidate's file, else the last one."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if exc.__cause__ is not None and exc.__cause__.__traceback__ is not None:
+        frames += traceback.extract_tb(exc.__cause__.__traceback__)
+    mine = [f for f in frames if f.filename.endswith("submission.py")]
+    f = (mine or frames or [None])[-1]
+    return f" (submission.py line {f.lineno}, in {f.name})" if f and mine else (f" ({Path(f.filename).name}:{f.lineno})" if f else "")
+
+
+def _classify(exc: BaseException, phase: str) -> ChildResult:
+    """Map an exception to the child's status. Under the interpreter, Triton's front-end errors
+    (type or shape errors inside ``triton.language``) surface as ``InterpreterError`` at call time;
+    on a GPU they would fail compilation, so they count as compile errors."""
+    from triton.compiler.errors import CompilationError
+    from triton.runtime.errors import InterpreterError
+
+    if isinstance(exc, MemoryError):
+        return ChildResult("oom", f"MemoryError during {phase}")
+    inner = exc.__cause__ if isinstance(exc, InterpreterError) and exc.__cause__ is not None else exc
+    where = "" if isinstance(inner, SyntaxError) else _where(exc)  # a SyntaxError names its own line
+    msg = f"{type(inner).__name__}: {_one_line(inner)}{where}"
+    if isinstance(inner, MemoryError):
+        return ChildResult("oom", f"MemoryError during {phase}")
+    if isinstance(inner, (SyntaxError, CompilationError)) or (phase == "import" and isinstance(inner, ImportError)):
+        return ChildResult("compile_error", msg)
+    if isinstance(exc, InterpreterError):
+        frames = traceback.extract_tb(inner.__traceback__)
+        if frames and "triton/language" in frames[-1].filename.replace(os.sep, "/"):
+            return ChildResult("compile_error", f"Triton would not compile this: {msg}")
+    return ChildResult("crash", f"{msg} during {phase}")
+
+
+def meta_inputs(ref, shape: Shape):
+    """Ranked-shape inputs with layout and no data. A generator that cannot run on ``meta``
+    (``torch.Generator`` does not exist there) runs under FakeTensorMode instead, and its fake CPU
+    tensors are rebuilt as meta tensors with the same shapes, strides and dtypes."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    kwargs = dict(m=shape.m, n=shape.n, k=shape.k, seed=shape.seed)
+    try:
+        return ref.generate_input(**kwargs, device="meta")
+    except Exception:
+        with FakeTensorMode():
+            fake = ref.generate_input(**kwargs, device="cpu")
+        return tuple(torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta") for t in fake)
+
+
+def _check_one(fn, shape: Shape, data: tuple) -> CheckOutput | ChildResult:
+    import torch
+
+    clones = tuple(t.clone() for t in data)
+    out_slot = clones[-1]  # GPU MODE tasks with a preallocated output pass it last
+    if out_slot.is_floating_point():
+        out_slot.fill_(float("nan"))  # stale or skipped writes cannot pass as zeros
+    ops: list[TorchOp] = []
+    with capture_launches([], ops, execute=True):
+        out = fn(clones)
+    if type(out) is not torch.Tensor:
+        return ChildResult("crash", f"custom_kernel returned {type(out).__name__}, not a plain torch.Tensor, on {shape.label()}")
+    heavy = sum(op.flops for op in ops)
+    if heavy >= 0.25 * 2 * shape.m * shape.n * shape.k:
+        names = sorted({op.op for op in ops if op.flops})
+        return ChildResult("rejected", f"rule heavy_op_runtime: the task's matrix product ran in torch ({', '.join(names)}) on {shape.label()}; write the kernel instead")
+    def raw(t):
+        return t.flatten().contiguous().view(torch.uint8)  # flatten: size-1 dims keep odd strides
+
+    modified = [f"input {i}" for i in range(len(data) - 1)
+                if clones[i].shape != data[i].shape or not torch.equal(raw(clones[i]), raw(data[i]))]
+    out = out.detach().contiguous()
+    return CheckOutput(shape=shape, dtype=str(out.dtype).removeprefix("torch."), dims=list(out.shape),
+                       data=out.flatten().contiguous().view(torch.uint8).numpy().tobytes(),
+                       inputs_modified=", ".join(modified) or None)
+
+
+def _work(req: ChildRequest, workdir: Path) -> ChildResult:
+    import shutil
+
+    import torch
+
+    torch.set_num_threads(1)
+    phase = "input generation"
+    ref = import_reference(req.modules)
+    checks_in = [(s, ref.generate_input(m=s.m, n=s.n, k=s.k, seed=s.seed, device="cpu")) for s in req.check]
+    bench_in = [(s, meta_inputs(ref, s)) for s in req.bench]
+    del ref
+    shutil.copy(req.modules["task"], workdir / "task.py")  # submissions do `from task import input_t`
+    for name in ("reference", "utils", "_ks_reference"):
+        sys.modules.pop(name, None)
+
+    try:
+        phase = "import"
+        (workdir / "submission.py").write_text(req.source)
+        spec = importlib.util.spec_from_file_location("submission", workdir / "submission.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["submission"] = module
+        spec.loader.exec_module(module)
+        fn = getattr(module, "custom_kernel", None)
+        if not callable(fn):
+            return ChildResult("compile_error", "submission defines no custom_kernel(data) function")
+        checks: list[CheckOutput] = []
+        for shape, data in checks_in:
+            phase = f"the correctness run on {shape.label()}"
+            got = _check_one(fn, shape, data)
+            if isinstance(got, ChildResult):
+                return got
+            checks.append(got)
+        captures: list[Capture] = []
+        if req.mode == "evaluate":
+            from evaluator._devices import DEVICES
+            from evaluator._model import launches_time_us
+
+            device = DEVICES[req.device]
+            for shape, data in bench_in:
+                phase = f"launch capture on meta tensors ({shape.label()})"
+                launches: list[Launch] = []
+                ops: list[TorchOp] = []
+                with capture_launches(launches, ops, choose=lambda opts, s=shape: min(
+                        range(len(opts)), key=lambda i: launches_time_us(opts[i], s, device))):
+                    fn(data)
+                captures.append(Capture(shape=shape, launches=launches, torch_ops=ops))
+        return ChildResult("ok", checks=checks, captures=captures)
+    except BaseException as exc:  # the candidate may raise anything, SystemExit included
+        return _classify(exc, phase)
+
+
+def child_main(req: ChildRequest, workdir: str, output_fd: int, mem_limit_mb: int) -> None:
+    """Run one candidate in this freshly forked process; never returns."""
+    code = 0
+    try:
+        os.setsid()
+        os.dup2(output_fd, 1)
+        os.dup2(output_fd, 2)
+        os.close(output_fd)
+        os.chdir(workdir)
+        sys.path[:] = [workdir] + [p for p in sys.path if p not in ("", ".")]
+        os.environ["TRITON_CACHE_DIR"] = os.path.join(workdir, "triton-cache")
+        os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(workdir, "torch-extensions")
+        with open("/proc/self/statm") as f:
+            vm_bytes = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        limit = vm_bytes + mem_limit_mb * 2**20
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        try:
+            result = _work(req, Path(workdir))
+        except MemoryError:
+            result = ChildResult("oom", "MemoryError while preparing inputs")
+        except BaseException as exc:
+            result = ChildResult("crash", f"harness failure: {type(exc).__name__}: {_one_line(exc)}")
+        blob = _encoder.encode(result)
+        tmp = os.path.join(workdir, RESULT_FILE + ".tmp")
+        with open(tmp, "wb") as f:
+            f.write(blob)
+        os.replace(tmp, os.path.join(workdir, RESULT_FILE))
+    except BaseException:
+        code = 70
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BaseException:
+            pass
+        os._exit(code)

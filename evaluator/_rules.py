@@ -1,0 +1,195 @@
+"""Static rules: patterns a submission may not contain, checked before anything runs.
+
+Each rule answers one attack from facts/evaluation-attacks.md. The check is an AST walk with import
+aliases resolved (``import os as o; o.environ`` is still ``os.environ``), not a text search, so
+comments and strings do not trip it and ordinary Triton code (``tl.dot``, ``.contiguous()``,
+``torch.empty``, ``triton.cdiv``) passes. Static rules are a first gate, not a proof: the sandbox,
+the out-of-process verdict and the runtime heavy-op check stand behind them.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from typing import Literal
+
+import msgspec
+
+
+class RuleFinding(msgspec.Struct, frozen=True):
+    rule: str
+    line: int
+    detail: str
+    severity: Literal["reject", "warn"]
+
+
+# rule -> (severity, dotted prefixes that trigger it, why/fix)
+_NAME_RULES: dict[str, tuple[str, tuple[str, ...], str]] = {
+    "environment": ("reject", ("os.environ", "os.getenv", "os.environb", "os.putenv", "os.unsetenv"),
+                    "a submission may not read or change the environment (secrets live there)"),
+    "process_control": ("reject", ("subprocess", "os.system", "os.popen", "os.fork", "os.forkpty", "os.exec",
+                                   "os.spawn", "os.posix_spawn", "os.kill", "os.killpg", "os._exit", "os.setsid",
+                                   "pty", "multiprocessing", "signal"),
+                        "a submission may not start, signal or end processes"),
+    "native_code": ("reject", ("ctypes", "cffi", "torch.ops.load_library"),
+                    "raw native code escapes every check; write Triton or use cpp_extension (warned)"),
+    "network": ("reject", ("socket", "urllib", "http", "requests", "httpx", "ssl"),
+                "a submission may not open network connections"),
+    "harness_import": ("reject", ("reference", "utils", "eval", "evaluator", "blackboard", "agents",
+                                  "kernel_scientist", "knowledge"),
+                       "the reference and the harness are not the submission's to import; write the kernel"),
+    "introspection": ("reject", ("sys.modules", "sys._getframe", "gc", "inspect", "builtins", "importlib",
+                                 "sys.settrace", "sys.setprofile", "traceback"),
+                      "reaching into the interpreter's modules or frames can find the checker"),
+    "threads_streams": ("reject", ("threading", "_thread", "concurrent", "asyncio", "torch.cuda.Stream",
+                                   "torch.cuda.stream", "torch.cuda.set_stream", "torch.Stream"),
+                        "work on another thread or stream escapes the timed window; launch on the default stream"),
+    "heavy_op": ("reject", ("torch.matmul", "torch.mm", "torch.bmm", "torch.addmm", "torch.einsum",
+                            "torch._scaled_mm", "torch.nn.functional.linear", "torch.tensordot",
+                            "torch.baddbmm", "torch.linalg", "torch.inner", "torch.dot"),
+                 "the task's matrix product must be computed by the submission's own kernel"),
+    "file_write": ("reject", ("shutil", "os.remove", "os.unlink", "os.rename", "os.replace", "os.makedirs",
+                              "os.mkdir", "os.rmdir", "os.chmod", "tempfile", "pathlib"),
+                   "a submission may not write files (it could hijack imports or the result channel)"),
+    "cpp_extension": ("warn", ("torch.utils.cpp_extension",),
+                      "compiled extensions cannot run on the simulated backend's CPU"),
+}
+_HEAVY_METHODS = {"matmul", "mm", "bmm", "addmm", "einsum", "_scaled_mm", "linear", "tensordot", "baddbmm"}
+_DYNAMIC_CALLS = {"eval", "exec", "compile", "__import__", "delattr", "globals", "vars", "locals",
+                  "breakpoint"}
+_TIMER_ROOTS = ("time", "torch.cuda", "torch.cuda.Event", "triton.testing", "torch.synchronize",
+                "torch.cuda.synchronize", "torch.cuda.Event.elapsed_time")
+
+
+class _Walker(ast.NodeVisitor):
+    def __init__(self) -> None:
+        self.aliases: dict[str, str] = {}
+        self.findings: list[RuleFinding] = []
+
+    def add(self, rule: str, node: ast.AST, detail: str, severity: str = "reject") -> None:
+        self.findings.append(RuleFinding(rule=rule, line=getattr(node, "lineno", 0), detail=detail,
+                                         severity=severity))  # type: ignore[arg-type]
+
+    def dotted(self, node: ast.AST) -> str | None:
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        parts.append(self.aliases.get(node.id, node.id))
+        return ".".join(reversed(parts))
+
+    def check_name(self, name: str, node: ast.AST) -> None:
+        for rule, (severity, prefixes, why) in _NAME_RULES.items():
+            for p in prefixes:
+                if name == p or name.startswith(p + "."):
+                    self.add(rule, node, f"uses {name}: {why}", severity)
+                    return
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for a in node.names:
+            self.aliases[(a.asname or a.name).split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+            self.check_name(a.name, node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        mod = "." * node.level + (node.module or "")
+        for a in node.names:
+            full = f"{mod}.{a.name}" if mod else a.name
+            self.aliases[a.asname or a.name] = full
+            if node.level:
+                self.add("harness_import", node, f"relative import {full}: a submission is a single file")
+            else:
+                self.check_name(full, node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if node.attr in ("data_ptr", "untyped_storage", "_cdata"):
+            self.add("pointer_cache", node, f"uses .{node.attr}: results may not be keyed on tensor addresses; "
+                     "pass tensors to the kernel directly")
+        name = self.dotted(node)
+        if name and "." in name:
+            self.check_name(name, node)
+            return  # the chain is judged as a whole
+        self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if node.id in self.aliases:
+            self.check_name(self.aliases[node.id], node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        f = node.func
+        if isinstance(f, ast.Name):
+            if f.id == "id":
+                self.add("pointer_cache", node, "calls id(): results may not be keyed on object identity")
+            elif f.id in ("getattr", "setattr", "hasattr") and len(node.args) >= 2:
+                # getattr(torch, "float8_e4m3fnuz", None) is ordinary; a computed name is not.
+                attr = node.args[1]
+                if not (isinstance(attr, ast.Constant) and isinstance(attr.value, str)):
+                    self.add("dynamic_code", node, f"{f.id}() with a computed name hides what is accessed")
+                else:
+                    base = self.dotted(node.args[0])
+                    if base:
+                        self.check_name(f"{base}.{attr.value}", node)
+                        if f.id == "setattr":
+                            self._patched(ast.Attribute(value=node.args[0], attr=attr.value, ctx=ast.Store()), node)
+            elif f.id in _DYNAMIC_CALLS:
+                self.add("dynamic_code", node, f"calls {f.id}(): dynamic code and attribute access hide what runs")
+            elif f.id == "open":
+                mode = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "mode"), None)
+                if not (isinstance(mode, ast.Constant) and isinstance(mode.value, str) and set(mode.value) <= {"r", "b", "t"}):
+                    self.add("file_write", node, "open() for writing (or with a computed mode): submissions may not write files")
+        elif isinstance(f, ast.Attribute):
+            if f.attr in _HEAVY_METHODS and not (self.dotted(f) or "").startswith(("tl.", "triton.")):
+                self.add("heavy_op", node, f".{f.attr}(): the task's matrix product must be computed by the submission's own kernel")
+            if f.attr in ("write_text", "write_bytes", "mkdir", "touch", "unlink"):
+                self.add("file_write", node, f".{f.attr}(): submissions may not write files")
+        self.generic_visit(node)
+
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        if isinstance(node.op, ast.MatMult):
+            self.add("heavy_op", node, "the @ operator: the task's matrix product must be computed by the submission's own kernel")
+        self.generic_visit(node)
+
+    def _patched(self, target: ast.AST, node: ast.AST) -> None:
+        if isinstance(target, ast.Attribute):
+            name = self.dotted(target) or ""
+            if name.startswith(_TIMER_ROOTS) or target.attr in ("elapsed_time", "synchronize", "perf_counter", "time"):
+                self.add("timer_patch", node, f"assigns {name or target.attr}: timers and synchronisation may not be patched")
+            elif name.startswith(("torch.", "triton.", "os.", "sys.", "builtins.")):
+                self.add("monkeypatch", node, f"assigns {name}: submissions may not patch library modules")
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for t in node.targets:
+            self._patched(t, node)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self._patched(node.target, node)
+        self.generic_visit(node)
+
+    def visit_Global(self, node: ast.Global) -> None:
+        self.add("global_state", node, f"global {', '.join(node.names)}: state kept across calls can cache "
+                 "results; keep it only for compiled configs", "warn")
+
+
+def static_findings(source: str) -> list[RuleFinding]:
+    """All rule findings for a submission's source, in line order. Unparseable source gives none
+    (the sandbox reports the syntax error as a compile error, with its line)."""
+    return list(_findings(source))
+
+
+@functools.lru_cache(maxsize=512)  # the critic, the pre-screen and the evaluation ask in turn
+def _findings(source: str) -> tuple[RuleFinding, ...]:
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return ()
+    walker = _Walker()
+    walker.visit(tree)
+    seen: set[tuple[str, int]] = set()
+    out = []
+    for f in sorted(walker.findings, key=lambda f: (f.line, f.rule)):
+        if (f.rule, f.line) not in seen:
+            seen.add((f.rule, f.line))
+            out.append(f)
+    return tuple(out)

@@ -1,0 +1,260 @@
+"""The simulated backend: correctness for real on the CPU, time from the analytic model.
+
+``evaluate`` and ``prescreen`` are ``async def`` for the backend interface, but do their real work
+inline and blocking, with no ``await`` while a candidate runs. The campaign may run on trio's
+MockClock with autojump: a task awaiting a thread or a subprocess counts as idle, so virtual time
+would jump past deadlines while the CPU is still busy (facts/stack-notes.md). Blocking keeps
+virtual time still; the campaign then charges ``EvalReport.duration_s`` (the modelled time a real
+leaderboard service would take) to its clock.
+
+Judging happens here, in the campaign process: the child sends back raw output bytes, and this
+process regenerates the inputs, runs the reference and applies the task's check.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import math
+import platform
+import signal
+import time
+
+import msgspec
+import numpy as np
+
+from blackboard.records import EvalReport, Outcome, Provenance, Shape, ShapeResult
+from evaluator._devices import DEVICES, speed_of_light_us
+from evaluator._model import MODEL_VERSION, ModelInfeasible, is_vector_gemm, capture_time_us
+from evaluator._rules import static_findings
+from evaluator._sandbox import ForkServer, JobOutcome
+from evaluator._task import Task, import_reference, mix_seed
+from evaluator._wire import CheckOutput, ChildRequest, ChildResult
+
+_result_decoder = msgspec.msgpack.Decoder(ChildResult)
+_STATUS = {"compile_error": Outcome.COMPILE_ERROR, "crash": Outcome.CRASH, "oom": Outcome.OUT_OF_MEMORY,
+           "rejected": Outcome.REJECTED_BY_RULE}
+
+# The modelled leaderboard service (deterministic): queue and container start, compile, one
+# correctness pass over the tests, then public and secret ranked runs of up to 100 timed calls per
+# shape, each with fresh inputs and a re-check by the fp32 reference.
+_SERVICE_START_S = 30.0
+_COMPILE_S = 20.0
+_TEST_S = 1.5
+_SHAPE_SETUP_S = 0.5
+_CALL_OVERHEAD_S = 2e-4
+_REF_TFLOPS = 80.0
+_TIMEOUT_PHASE_S = 180.0
+
+
+def _versions() -> dict[str, str]:
+    def v(dist: str) -> str:
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            return "absent"
+    return {"python": platform.python_version(), "torch": v("torch"), "triton": v("triton")}
+
+
+def _noise(sigma: float, secret_seed: int, submission_id: int, shape: Shape) -> float:
+    if sigma <= 0:
+        return 1.0
+    key = hashlib.blake2b(f"{secret_seed}:{submission_id}:{shape.label()}:{shape.seed}".encode(), digest_size=8)
+    rng = np.random.default_rng(int.from_bytes(key.digest(), "little"))
+    return float(math.exp(sigma * rng.standard_normal()))
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return f"; last output: {lines[-1][:200]}" if lines else ""
+
+
+class SimulatedBackend:
+    """Evaluate submissions on simulated hardware. Use as a context manager (it owns a server)."""
+
+    name = "simulated"
+    simulated = True
+
+    def __init__(self, task: Task, device: str = "mi300x", noise: float = 0.02, timeout_s: float = 30.0,
+                 output_limit: int = 64_000, mem_limit_mb: int = 4096) -> None:
+        if device not in DEVICES:
+            raise ValueError(f"unknown device {device!r}; known: {', '.join(DEVICES)}")
+        self.task = task
+        self.device = DEVICES[device]
+        self.device_name = f"{self.device.label} (simulated)"
+        self.noise = noise
+        self.timeout_s = timeout_s
+        self.output_limit = output_limit
+        self.mem_limit_mb = mem_limit_mb
+        self._server = ForkServer()
+        self._reference = None
+        self._versions = _versions()
+
+    # -- lifetime --------------------------------------------------------------------------------
+    def __enter__(self) -> SimulatedBackend:
+        self._server.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._server.close()
+
+    # -- the interface ---------------------------------------------------------------------------
+    async def evaluate(self, source: str, submission_id: int = 0, secret_seed: int = 0) -> EvalReport:
+        """Check on the task's check shapes, then time the ranked shapes with the model.
+        Blocking on purpose (module docstring)."""
+        return self._run("evaluate", source, submission_id, secret_seed)
+
+    async def prescreen(self, source: str) -> EvalReport:
+        """Rules, import and the smallest check shape; no timing. duration_s is 0: it is a local
+        pre-screen that never reaches the (simulated) service."""
+        return self._run("prescreen", source, 0, 0)
+
+    def reference_report(self) -> EvalReport:
+        """The task's own reference implementation, timed by the same model on the ranked shapes:
+        the "speed-up over reference" anchor. Its torch work is recorded on meta tensors in this
+        process (no candidate code runs, so no sandbox is needed); deterministic, no noise, and
+        ``duration_s`` 0 since no service is consulted."""
+        from evaluator._capture import capture_launches
+        from evaluator._child import meta_inputs
+        from evaluator._wire import Capture, Launch, TorchOp
+
+        if self._reference is None:
+            self._reference = import_reference(self.task.modules)
+        shapes: list[ShapeResult] = []
+        for s in self.task.benchmarks:
+            data = meta_inputs(self._reference, s)
+            launches: list[Launch] = []
+            ops: list[TorchOp] = []
+            with capture_launches(launches, ops):
+                self._reference.ref_kernel(data)
+            t, _ = capture_time_us(Capture(shape=s, launches=launches, torch_ops=ops), self.device)
+            shapes.append(ShapeResult(shape=s, passed=True, time_us=round(t, 4),
+                                      sol_us=round(speed_of_light_us(s, self.device), 4)))
+        score = math.exp(sum(math.log(r.time_us) for r in shapes) / len(shapes))
+        return EvalReport(outcome=Outcome.PASSED, reason=f"the task's reference, modelled geomean {score:.2f} us",
+                          provenance=self._provenance(0, 0, notes="reference implementation, no sandbox"),
+                          score_us=round(score, 4), shapes=shapes)
+
+    # -- the work --------------------------------------------------------------------------------
+    def _provenance(self, submission_id: int, secret_seed: int, notes: str = "") -> Provenance:
+        return Provenance(backend=self.name, simulated=True, device=self.device_name,
+                          timing_method="analytic model", versions=self._versions,
+                          seeds=[secret_seed, submission_id], model=MODEL_VERSION, notes=notes)
+
+    def _report(self, mode: str, outcome: Outcome, reason: str, prov: Provenance, checked: list[Shape],
+                duration_s: float, **kw) -> EvalReport:
+        return EvalReport(outcome=outcome, reason=reason, provenance=prov, checked_shapes=checked,
+                          duration_s=0.0 if mode == "prescreen" else round(duration_s, 3), **kw)
+
+    def _run(self, mode: str, source: str, submission_id: int, secret_seed: int) -> EvalReport:
+        prov = self._provenance(submission_id, secret_seed)
+        rejects = [f for f in static_findings(source) if f.severity == "reject"]
+        if rejects:
+            f = rejects[0]
+            more = f" (+{len(rejects) - 1} more)" if len(rejects) > 1 else ""
+            return self._report(mode, Outcome.REJECTED_BY_RULE, f"rule {f.rule} (line {f.line}): {f.detail}{more}",
+                                prov, [], 0.0)
+        shapes = self.task.check_shapes if mode == "evaluate" else [min(self.task.check_shapes, key=lambda s: s.m * s.n * s.k)]
+        checks = [Shape(s.m, s.n, s.k, mix_seed(s.seed, secret_seed)) for s in shapes]
+        request = ChildRequest(mode=mode, source=source, task_dir=self.task.path, modules=self.task.modules,
+                               check=checks, bench=self.task.benchmarks if mode == "evaluate" else [],
+                               device=self.device.name, mem_limit_mb=self.mem_limit_mb)
+        job = self._server.run(request, self.timeout_s, self.output_limit)
+        failed = self._failure(job)
+        if failed is not None:
+            outcome, reason = failed
+            return self._report(mode, outcome, reason, prov, [], self._failed_duration(outcome))
+        result = _result_decoder.decode(job.finished.result)
+        if result.status != "ok":
+            outcome = _STATUS[result.status]
+            return self._report(mode, outcome, result.reason + _last_line(job.finished.output) * (outcome is Outcome.CRASH),
+                                prov, [], self._failed_duration(outcome))
+        verdict = self._judge(result.checks, checks)
+        if verdict is not None:
+            return self._report(mode, Outcome.WRONG_OUTPUT, verdict, prov, checks, self._failed_duration(Outcome.WRONG_OUTPUT))
+        if mode == "prescreen":
+            return self._report(mode, Outcome.PASSED, f"passed the pre-screen on {checks[0].label()}", prov, checks, 0.0)
+        return self._timed(result, prov, checks, submission_id, secret_seed)
+
+    def _failure(self, job: JobOutcome) -> tuple[Outcome, str] | None:
+        fin = job.finished
+        if job.timed_out:
+            return Outcome.TIMEOUT, f"exceeded the {self.timeout_s:g} s limit; its process group was killed"
+        if fin is None:
+            return Outcome.CRASH, job.note or "the sandbox lost the candidate"
+        if fin.signal is not None:
+            name = signal.Signals(fin.signal).name if fin.signal in signal.Signals._value2member_map_ else str(fin.signal)
+            hint = " (possibly out of memory)" if fin.signal == signal.SIGKILL else ""
+            return Outcome.CRASH, f"killed by {name}{hint}{_last_line(fin.output)}"
+        if fin.result is None:
+            return Outcome.CRASH, f"exited with code {fin.exit_code} before reporting a result{_last_line(fin.output)}"
+        return None
+
+    def _judge(self, outputs: list[CheckOutput], expected_shapes: list[Shape]) -> str | None:
+        """The verdict, computed here from pristine inputs. Returns a reason, or None if all pass."""
+        import torch
+
+        if self._reference is None:
+            self._reference = import_reference(self.task.modules)
+        ref = self._reference
+        if [o.shape for o in outputs] != expected_shapes:
+            return "the candidate's process returned outputs for other shapes than were asked"
+        for out in outputs:
+            s = out.shape
+            where = f"on check shape {s.label()} (seed {s.seed})"
+            if out.inputs_modified:
+                return f"wrong output {where}: the kernel wrote to its inputs ({out.inputs_modified})"
+            dtype = getattr(torch, out.dtype, None)
+            if not isinstance(dtype, torch.dtype):
+                return f"wrong output {where}: unknown dtype {out.dtype!r}"
+            try:
+                tensor = torch.frombuffer(bytearray(out.data), dtype=torch.uint8).view(dtype).reshape(out.dims)
+            except (RuntimeError, ValueError) as exc:
+                return f"wrong output {where}: output bytes do not form a {out.dtype} {out.dims} tensor ({exc})"
+            data = ref.generate_input(m=s.m, n=s.n, k=s.k, seed=s.seed, device="cpu")
+            got = ref.check_implementation(data, tensor)
+            ok, msg = got if isinstance(got, tuple) else (bool(got), "")
+            if not ok:
+                return f"wrong output {where}: {' '.join(str(msg).split())[:400]}"
+        return None
+
+    def _timed(self, result: ChildResult, prov: Provenance, checks: list[Shape], submission_id: int,
+               secret_seed: int) -> EvalReport:
+        shapes: list[ShapeResult] = []
+        service_s = _SERVICE_START_S + _COMPILE_S + _TEST_S * len(self.task.tests)
+        for cap in result.captures:
+            s = cap.shape
+            has_matrix_work = (any(x.has_dot or is_vector_gemm(x, s) for x in cap.launches)
+                               or any(op.flops for op in cap.torch_ops))
+            if not has_matrix_work:
+                return self._report("evaluate", Outcome.CRASH, f"on ranked shape {s.label()} the call launched no matrix "
+                                    "work during launch capture (meta-device inputs); it cannot be timed",
+                                    prov, checks, self._failed_duration(Outcome.CRASH))
+            try:
+                t, _parts = capture_time_us(cap, self.device)
+            except ModelInfeasible as exc:
+                return self._report("evaluate", Outcome.COMPILE_ERROR, f"on ranked shape {s.label()}: {exc}",
+                                    prov, checks, _SERVICE_START_S + _COMPILE_S)
+            t *= _noise(self.noise, secret_seed, submission_id, s)
+            sol = speed_of_light_us(s, self.device)
+            flag = f"faster than speed of light ({t:.2f} < {sol:.2f} us)" if t < sol else None
+            shapes.append(ShapeResult(shape=s, passed=True, time_us=round(t, 4), sol_us=round(sol, 4), flagged=flag))
+            ref_s = 2 * s.m * s.n * s.k / (_REF_TFLOPS * 1e12)
+            service_s += 2 * (_SHAPE_SETUP_S + 100 * (t * 1e-6 + ref_s + _CALL_OVERHEAD_S))
+        score = math.exp(sum(math.log(r.time_us) for r in shapes) / len(shapes))
+        flagged = sum(1 for r in shapes if r.flagged)
+        reason = f"passed {len(checks)} check shapes on the CPU interpreter; modelled geomean {score:.2f} us"
+        if flagged:
+            reason += f"; {flagged} shape(s) flagged faster than speed of light"
+        return self._report("evaluate", Outcome.PASSED, reason, prov, checks, service_s,
+                            score_us=round(score, 4), shapes=shapes)
+
+    def _failed_duration(self, outcome: Outcome) -> float:
+        if outcome is Outcome.TIMEOUT:
+            return _SERVICE_START_S + _TIMEOUT_PHASE_S
+        if outcome is Outcome.COMPILE_ERROR:
+            return _SERVICE_START_S + _COMPILE_S
+        return _SERVICE_START_S + _COMPILE_S + _TEST_S * len(self.task.tests)

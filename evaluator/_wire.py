@@ -1,0 +1,127 @@
+"""Structs that cross the sandbox boundary (campaign process <-> fork server <-> candidate child).
+
+They are msgpack-encoded; the child never sends Python objects, only these, so a candidate cannot
+smuggle live objects (lazy tensors, overridden ``__eq__``) into the process that judges it.
+``Launch`` is also what the timing model reads, so it is the contract between launch capture and
+the model.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from blackboard.records import Shape
+
+
+class TensorArg(msgspec.Struct, frozen=True):
+    """A tensor passed to a kernel launch: enough to know its size and memory layout."""
+
+    name: str
+    shape: list[int]
+    stride: list[int]
+    dtype: str
+    element_size: int
+
+    @property
+    def nbytes(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n * self.element_size
+
+
+class Launch(msgspec.Struct, frozen=True):
+    """One intercepted Triton launch: parameters plus static features of the kernel's source."""
+
+    kernel: str
+    grid: list[int]  # always three entries, evaluated (a callable grid was called with the meta dict)
+    num_warps: int
+    num_stages: int
+    constexprs: dict[str, int | bool | float]
+    extra: dict[str, int]  # AMD knobs when given: waves_per_eu, matrix_instr_nonkdim, kpack
+    tensors: list[TensorArg]
+    has_dot: bool
+    precise_acc: bool  # tl.dot(..., max_num_imprecise_acc=0): fp32 promotion after every MMA
+    upcast_bf16: bool  # operands cast to bf16 before tl.dot
+    upcast_fp32: bool  # operands cast to fp32 before tl.dot
+    atomic: bool  # uses tl.atomic_* (split-K reduction in place)
+
+
+class TorchOp(msgspec.Struct, frozen=True):
+    """Torch work recorded by a dispatch mode during capture (pre-passes, allocations, fallbacks)."""
+
+    op: str
+    bytes_read: int
+    bytes_written: int
+    flops: int = 0
+    dtype: str = ""  # the result's dtype, for matmuls (sets the rate)
+
+
+class Capture(msgspec.Struct, frozen=True):
+    """Everything one ranked shape's call launched, in order."""
+
+    shape: Shape
+    launches: list[Launch] = []
+    torch_ops: list[TorchOp] = []
+
+
+class CheckOutput(msgspec.Struct, frozen=True):
+    """The candidate's output on one check shape, as raw bytes; the parent judges it."""
+
+    shape: Shape  # with the seed actually used (test seed mixed with the secret seed)
+    dtype: str
+    dims: list[int]
+    data: bytes
+    inputs_modified: str | None = None  # names of inputs the candidate wrote to, if any
+
+
+ChildStatus = Literal["ok", "compile_error", "crash", "oom", "rejected"]
+
+
+class ChildRequest(msgspec.Struct, frozen=True):
+    mode: Literal["evaluate", "prescreen"]
+    source: str
+    task_dir: str
+    modules: dict[str, str]  # helper modules the reference needs: import name -> file path
+    check: list[Shape]  # seeds already mixed with the secret seed
+    bench: list[Shape]
+    device: str  # device spec name for picking autotune configs by the model
+    mem_limit_mb: int = 4096
+
+
+class ChildResult(msgspec.Struct, frozen=True):
+    status: ChildStatus
+    reason: str = ""
+    checks: list[CheckOutput] = []
+    captures: list[Capture] = []
+
+
+# Frames between the campaign process and the fork server (a tagged union, length-prefixed).
+class Job(msgspec.Struct, frozen=True, tag="job"):
+    request: ChildRequest
+    output_limit: int
+
+
+class Started(msgspec.Struct, frozen=True, tag="started"):
+    pid: int
+
+
+class Finished(msgspec.Struct, frozen=True, tag="finished"):
+    pid: int
+    exit_code: int | None  # None when a signal ended the child
+    signal: int | None
+    result: bytes | None  # an encoded ChildResult, when the child wrote one
+    output: str  # the first output_limit bytes of the child's stdout+stderr
+    output_dropped: int  # bytes beyond the limit that were read and thrown away
+
+
+
+class Ready(msgspec.Struct, frozen=True, tag="ready"):
+    """The server has preloaded torch and triton and waits for jobs."""
+
+    pid: int
+
+
+AnyFrame = Job | Started | Finished | Ready

@@ -1,0 +1,146 @@
+"""Whole campaigns through the command line: determinism, limits, crash containment, kill -9."""
+
+import json
+import math
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import msgspec
+import pytest
+
+from blackboard import Blackboard, KernelState, open_existing
+
+from _support import ROOT, SCENARIOS, cli
+
+AGENTS = {"archivist", "theorist", "critic", "evaluator", "engineer-1", "engineer-2"}
+
+
+def _run_smoke(tmp_path, name, *extra):
+    db = tmp_path / f"{name}.sqlite"
+    result = cli("run", str(SCENARIOS / "smoke.toml"), "--db", str(db), "--quiet", *extra)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return db, result
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    return _run_smoke(tmp_path_factory.mktemp("smoke"), "smoke")
+
+
+def test_smoke_campaign_improves_and_reports(smoke):
+    db, result = smoke
+    assert "blackboard:" in result.stdout and "vs seed" in result.stdout
+    status = json.loads(cli("status", "--db", str(db), "--json").stdout)
+    for key in ("task", "backend", "simulated", "submissions", "evaluations", "failed", "best",
+                "seed_score_us", "reference_score_us", "virtual_hours"):
+        assert key in status
+    assert status["simulated"] is True and status["backend"] == "simulated"
+    assert status["best"]["score_us"] < status["seed_score_us"] < status["reference_score_us"]
+    assert status["virtual_hours"] >= 3.0
+    with open_existing(db) as board:
+        speakers = {m.agent for m in board.messages()}
+        assert AGENTS <= speakers
+        # Every message is also in the JSONL file beside the database, in the same order.
+        lines = db.with_suffix(".jsonl").read_text().splitlines()
+        assert [json.loads(l)["id"] for l in lines] == [m.id for m in board.messages()]
+
+
+def test_limits_never_exceeded(smoke):
+    db, _ = smoke
+    with open_existing(db) as board:
+        scenario = msgspec.json.decode(board.campaign().config_json)
+        rate, in_flight = scenario["evaluator"]["rate_per_hour"], scenario["evaluator"]["in_flight"]
+        evals = board.evaluations()
+        starts = board.evaluation_starts()
+    assert len(evals) >= 5
+    spacing = 3600 / rate
+    assert all(b - a >= spacing - 1e-6 for a, b in zip(starts, starts[1:]))
+    for t in starts:  # any hour holds at most ceil(rate) starts
+        assert sum(1 for s in starts if t <= s < t + 3600) <= math.ceil(rate)
+    for ev in evals:  # never more than in_flight evaluations at once
+        running = sum(1 for o in evals if o.started_at <= ev.started_at < o.finished_at)
+        assert running <= in_flight
+
+
+def _fingerprint(db):
+    with open_existing(db) as board:
+        kernels = [(k.id, k.source_hash, k.state, k.author, k.parent_id, k.hypothesis_id, k.created_at)
+                   for k in board.kernels()]
+        evals = [(e.kernel_id, e.started_at, e.report.outcome, e.report.score_us) for e in board.evaluations()]
+        msgs = [(m.at, m.agent, m.kind, m.text) for m in board.messages()]
+    return kernels, evals, msgs
+
+
+def test_same_seed_same_campaign(smoke, tmp_path):
+    again, _ = _run_smoke(tmp_path, "again")
+    assert _fingerprint(again) == _fingerprint(smoke[0])
+    other, _ = _run_smoke(tmp_path, "other", "--set", "campaign.seed=8")
+    assert _fingerprint(other)[0] != _fingerprint(smoke[0])[0]
+
+
+def _task_with_seed(tmp_path, source):
+    task = tmp_path / "task"
+    shutil.copytree(ROOT / "evaluator" / "tasks" / "amd_fp8_mm", task)
+    shutil.copy(ROOT / "evaluator" / "tasks" / "utils.py", tmp_path / "utils.py")
+    (task / "submission.py").write_text(source)
+    return task
+
+
+@pytest.mark.parametrize("name, body, reason", [
+    ("hang", "def custom_kernel(data):\n    while True:\n        pass\n", "timeout"),
+    ("crash", "def custom_kernel(data):\n    raise RuntimeError('kaboom')\n", "kaboom"),
+])
+def test_bad_seed_is_contained(tmp_path, name, body, reason):
+    task = _task_with_seed(tmp_path, body)
+    db = tmp_path / f"{name}.sqlite"
+    result = cli("run", str(SCENARIOS / "smoke.toml"), "--db", str(db), "--quiet",
+                 "--set", f"campaign.task='{task}'", "--set", "campaign.hours=1",
+                 "--set", "evaluator.timeout_s=5")
+    assert result.returncode == 0, result.stderr[-2000:]
+    with open_existing(db) as board:
+        seed = board.kernel(1)
+        assert seed.state in (KernelState.REJECTED, KernelState.FAILED)
+        said = " ".join(m.text for m in board.messages() if m.kernel_id == 1)
+        assert reason in said
+
+
+def _evaluation_lines(jsonl):
+    if not jsonl.exists():
+        return []
+    return [json.loads(l) for l in jsonl.read_text().splitlines() if '"kind":"evaluation"' in l]
+
+
+def test_kill_9_and_resume_lose_and_repeat_nothing(tmp_path):
+    db = tmp_path / "killed.sqlite"
+    jsonl = db.with_suffix(".jsonl")
+    args = [sys.executable, "-m", "kernel_scientist.cli", "run", str(SCENARIOS / "smoke.toml"),
+            "--db", str(db), "--quiet", "--set", "campaign.hours=4"]
+    for round_, wanted in enumerate((3, 8)):
+        proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 120
+        while len(_evaluation_lines(jsonl)) < wanted and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        acknowledged = _evaluation_lines(jsonl)
+        with open_existing(db) as board:
+            before = {e.id: e for e in board.evaluations()}
+        # Everything the log acknowledged is on the blackboard.
+        assert {m["kernel_id"] for m in acknowledged} <= {e.kernel_id for e in before.values()}
+        args = [sys.executable, "-m", "kernel_scientist.cli", "resume", "--db", str(db), "--quiet"]
+    result = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    with open_existing(db) as board:
+        after = {e.id: e for e in board.evaluations()}
+        assert all(after[i] == e for i, e in before.items())  # nothing lost or rewritten
+        kernels = [e.kernel_id for e in after.values()]
+        assert len(kernels) == len(set(kernels))  # no kernel evaluated twice
+        assert board.clock() >= 4 * 3600
+        assert not board.submissions("leased")
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -1,0 +1,107 @@
+"""The simulated backend through its public API, with real sandbox subprocesses."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from blackboard.records import Outcome
+from evaluator import SimulatedBackend, load_task
+from evaluator_kernels import (BETTER, FLOODS, HIDDEN_MATMUL, LOOPS, RAISES, RETURNS_ZEROS, SEEDLIKE,
+                               SKIPS_SCALE, SYNTAX_ERROR, WRITES_INPUT)
+
+TASK = load_task(Path(__file__).resolve().parents[1] / "evaluator" / "tasks" / "amd_fp8_mm")
+TIMEOUT_S = 4.0
+
+
+@pytest.fixture(scope="module")
+def backend():
+    with SimulatedBackend(TASK, device="mi300x", noise=0.02, timeout_s=TIMEOUT_S, output_limit=10_000) as b:
+        yield b
+
+
+async def test_the_task_seed_passes_with_a_plausible_simulated_score(backend):
+    report = await backend.evaluate(TASK.seed_source, submission_id=7, secret_seed=1234)
+    assert report.outcome is Outcome.PASSED, report.reason
+    assert 100 < report.score_us < 1000
+    assert len(report.shapes) == len(TASK.benchmarks)
+    assert all(r.time_us >= r.sol_us and r.flagged is None for r in report.shapes)
+    assert report.checked_shapes and report.checked_shapes[0].seed != TASK.check_shapes[0].seed  # secret mixed in
+    prov = report.provenance
+    assert (prov.backend, prov.simulated, prov.timing_method) == ("simulated", True, "analytic model")
+    assert "(simulated)" in prov.device and prov.model and prov.seeds == [1234, 7]
+    assert 60 <= report.duration_s <= 300
+    assert backend.name == "simulated" and backend.simulated and "MI300X" in backend.device_name
+
+
+async def test_same_inputs_give_identical_reports(backend):
+    one = await backend.evaluate(SEEDLIKE, submission_id=3, secret_seed=99)
+    two = await backend.evaluate(SEEDLIKE, submission_id=3, secret_seed=99)
+    assert msgspec.json.encode(one) == msgspec.json.encode(two)
+    other = await backend.evaluate(SEEDLIKE, submission_id=4, secret_seed=99)
+    assert other.outcome is Outcome.PASSED and other.score_us != one.score_us  # noise is seeded per submission
+
+
+async def test_a_better_design_scores_better_and_no_shape_beats_light(backend):
+    seed = await backend.evaluate(SEEDLIKE, submission_id=1, secret_seed=5)
+    better = await backend.evaluate(BETTER, submission_id=2, secret_seed=5)
+    assert better.outcome is Outcome.PASSED, better.reason
+    assert better.score_us < 0.5 * seed.score_us
+    assert all(r.time_us >= r.sol_us for r in better.shapes)
+
+
+@pytest.mark.parametrize("source", [SKIPS_SCALE, RETURNS_ZEROS], ids=["skips-scale", "returns-zeros"])
+async def test_wrong_kernels_are_wrong_output_naming_the_shape(backend, source):
+    report = await backend.evaluate(source, submission_id=1, secret_seed=1)
+    assert report.outcome is Outcome.WRONG_OUTPUT
+    assert TASK.check_shapes[0].label() in report.reason and "mismatch" in report.reason
+    assert report.score_us is None and report.shapes == []
+
+
+async def test_writing_to_the_inputs_is_wrong_output(backend):
+    report = await backend.evaluate(WRITES_INPUT, submission_id=1, secret_seed=1)
+    assert report.outcome is Outcome.WRONG_OUTPUT and "wrote to its inputs" in report.reason
+
+
+async def test_a_matmul_hidden_from_the_static_rules_is_caught_at_run_time(backend):
+    report = await backend.evaluate(HIDDEN_MATMUL, submission_id=1, secret_seed=1)
+    assert report.outcome is Outcome.REJECTED_BY_RULE and "heavy_op_runtime" in report.reason
+
+
+async def test_faults_map_to_outcomes_and_the_next_candidate_runs_cleanly(backend):
+    syntax = await backend.evaluate(SYNTAX_ERROR, submission_id=1, secret_seed=1)
+    assert syntax.outcome is Outcome.COMPILE_ERROR and "SyntaxError" in syntax.reason and "line" in syntax.reason
+
+    crash = await backend.evaluate(RAISES, submission_id=1, secret_seed=1)
+    assert crash.outcome is Outcome.CRASH and "ValueError: boom from the candidate" in crash.reason
+
+    t0 = time.monotonic()
+    hung = await backend.evaluate(LOOPS, submission_id=1, secret_seed=1)
+    assert hung.outcome is Outcome.TIMEOUT and time.monotonic() - t0 < TIMEOUT_S + 3
+
+    flood = await backend.evaluate(FLOODS, submission_id=1, secret_seed=1)
+    assert flood.outcome is Outcome.PASSED  # four megabytes of prints were drained and dropped
+
+    rejected = await backend.evaluate("import ctypes\nctypes.string_at(0)\n", submission_id=1, secret_seed=1)
+    assert rejected.outcome is Outcome.REJECTED_BY_RULE and "native_code" in rejected.reason and "line 1" in rejected.reason
+
+    clean = await backend.evaluate(SEEDLIKE, submission_id=1, secret_seed=1)
+    assert clean.outcome is Outcome.PASSED, clean.reason
+
+
+async def test_prescreen_checks_one_small_shape_without_timing(backend):
+    ok = await backend.prescreen(SEEDLIKE)
+    assert ok.outcome is Outcome.PASSED and len(ok.checked_shapes) == 1 and ok.score_us is None
+    assert ok.duration_s == 0.0
+    bad = await backend.prescreen(SKIPS_SCALE)
+    assert bad.outcome is Outcome.WRONG_OUTPUT
+
+
+async def test_an_oversized_tile_is_a_compile_error_on_the_device(backend):
+    from evaluator_kernels import tiled_source
+
+    report = await backend.evaluate(tiled_source(bm=256, bn=256, warps=8, stages=3), submission_id=1, secret_seed=1)
+    assert report.outcome is Outcome.COMPILE_ERROR and "shared memory" in report.reason

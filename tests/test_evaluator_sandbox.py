@@ -1,0 +1,100 @@
+"""The sandbox layer on its own (no static rules in front), with real processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from blackboard.records import Outcome, Shape
+from evaluator import SimulatedBackend, load_task
+from evaluator._sandbox import ForkServer
+from evaluator._wire import ChildRequest, ChildResult
+
+TASK = load_task(Path(__file__).resolve().parents[1] / "evaluator" / "tasks" / "amd_fp8_mm")
+
+
+def request(source: str) -> ChildRequest:
+    return ChildRequest(mode="prescreen", source=source, task_dir=TASK.path, modules=TASK.modules,
+                        check=[Shape(64, 64, 128, 1)], bench=[], device="mi300x")
+
+
+def alive_in_group(pgid: int) -> list[int]:
+    """Processes of a process group that are still running (zombies do not count: in a container
+    nobody may reap an orphan, but it runs no code)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture(scope="module")
+def server():
+    os.environ["KS_DB"] = "/tmp/secret-board.sqlite"
+    os.environ["SOME_API_KEY"] = "sk-do-not-leak"
+    s = ForkServer()
+    try:
+        s.start()
+        yield s
+    finally:
+        s.close()
+        os.environ.pop("KS_DB", None)
+        os.environ.pop("SOME_API_KEY", None)
+
+
+def test_a_segfault_is_reported_as_the_signal(server):
+    job = server.run(request("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n"), 10.0, 1000)
+    assert job.finished is not None and job.finished.signal == signal.SIGSEGV
+    backend = SimulatedBackend(TASK)
+    outcome, reason = backend._failure(job)
+    assert outcome is Outcome.CRASH and "SIGSEGV" in reason
+
+
+def test_a_timeout_kills_the_whole_process_group(server):
+    source = "import os, time\nif os.fork() == 0:\n    while True: time.sleep(0.01)\nwhile True: pass\n"
+    t0 = time.monotonic()
+    job = server.run(request(source), 1.5, 1000)
+    assert job.timed_out and time.monotonic() - t0 < 5
+    assert job.finished is not None
+    deadline = time.monotonic() + 2
+    while alive_in_group(job.finished.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert alive_in_group(job.finished.pid) == []
+
+
+def test_a_flood_of_output_is_truncated(server):
+    job = server.run(request("import sys\nfor _ in range(200):\n    sys.stdout.write('y' * 50000)\n"), 20.0, 5000)
+    assert len(job.finished.output) == 5000 and job.finished.output_dropped == 200 * 50000 - 5000
+
+
+def test_the_environment_is_scrubbed_and_the_directory_is_fresh(server):
+    source = ("import os\nprint(sorted(os.environ))\nprint('CWD', os.getcwd(), sorted(os.listdir('.')))\n"
+              "print('INTERP', os.environ.get('TRITON_INTERPRET'), os.environ['TRITON_CACHE_DIR'].startswith(os.getcwd()))\n")
+    out = server.run(request(source), 20.0, 100_000).finished.output
+    assert "KS_DB" not in out and "SOME_API_KEY" not in out and "INTERP 1 True" in out
+    assert "'submission.py'" in out and "'task.py'" in out and "reference.py" not in out
+
+
+def test_a_candidate_cannot_import_the_reference(server):
+    job = server.run(request("import reference\n"), 20.0, 1000)
+    result = msgspec.msgpack.decode(job.finished.result, type=ChildResult)
+    assert result.status == "compile_error" and "reference" in result.reason
+
+
+def test_a_killed_server_is_replaced(server):
+    job = server.run(request("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nwhile True: pass\n"), 10.0, 1000)
+    assert job.finished is None and "server died" in job.note
+    again = server.run(request("print('fine')\n"), 60.0, 1000)
+    assert again.finished is not None and again.finished.exit_code == 0 and "fine" in again.finished.output
