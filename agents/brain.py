@@ -51,6 +51,7 @@ class DesignView(msgspec.Struct, frozen=True):
     reference_source: str | None
     trials: list[TrialView]
     findings: list[str]
+    written: list[str]  # source hashes of every kernel already written: do not plan a twin
     avenues: int
     plans: int
     choose: int

@@ -19,6 +19,7 @@ import random
 import statistics
 
 import knowledge
+from blackboard import source_hash
 
 from .brain import (
     CannotImplement, Choice, Critique, Design, DesignView, Draft, ImplementView, Plan,
@@ -92,8 +93,9 @@ class OfflineBrain:
         scored.sort(key=lambda item: -item[0])
         avenues: list[Plan] = []
         per_technique: dict[str, int] = {}
+        written = set(view.written)
         for _, plan in scored:  # at most two variants of one technique among the avenues
-            if per_technique.get(plan.technique, 0) < 2:
+            if per_technique.get(plan.technique, 0) < 2 and self._new(plan, view, written):
                 per_technique[plan.technique] = per_technique.get(plan.technique, 0) + 1
                 avenues.append(plan)
             if len(avenues) == view.avenues:
@@ -116,6 +118,16 @@ class OfflineBrain:
         lines = [f"{p.plan} (predicted {p.min_uplift:+.0%}..{p.max_uplift:+.0%}, "
                  f"innovation {p.innovation:.2f})" for p in avenues]
         return Design(avenues=lines, plans=plans, chosen=chosen, why=why)
+
+    def _new(self, plan: Plan, view: DesignView, written: set[str]) -> bool:
+        """Would this plan produce a kernel nobody has written yet? (Evaluations are scarce and an
+        engineer's hour is not free: a plan whose result already exists is no experiment.)"""
+        try:
+            source = self.catalogue[plan.technique].apply(view.base_source, dict(plan.params),
+                                                          view.reference_source)
+        except knowledge.NotApplicable:
+            return False
+        return source_hash(source) not in written
 
     # ---- engineer: the transformation ------------------------------------------------------
     async def implement(self, view: ImplementView) -> Draft:

@@ -56,6 +56,7 @@ class Theorist(Agent):
             reference=kernel_view(board, ref) if ref else None,
             reference_source=ref.source if ref else None, trials=self.trials(),
             findings=[f.text for f in board.findings()[-20:]],
+            written=sorted({k.source_hash for k in board.kernels()}),
             avenues=cfg.avenues, plans=cfg.plans, choose=cfg.choose)
         design = await self.ctx.brain.design(view)
         now = self.now()

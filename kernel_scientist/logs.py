@@ -69,8 +69,12 @@ def setup_console(stream: TextIO = sys.stderr, colours: bool | None = None) -> N
     logger.add(stream, format=fmt, colorize=colours if colours is not None else stream.isatty(), level="INFO")
 
 
+CONSOLE_WIDTH = 400  # long messages (the theorist's ten avenues) are cut on the console only
+
+
 def to_console(msg: Message) -> None:
-    logger.bind(agent=msg.agent, kind=msg.kind, clock=clock(msg.at)).info(msg.text)
+    text = msg.text if len(msg.text) <= CONSOLE_WIDTH else msg.text[: CONSOLE_WIDTH - 1] + "…"
+    logger.bind(agent=msg.agent, kind=msg.kind, clock=clock(msg.at)).info(text)
 
 
 def render(msg: Message, colours: bool) -> str:

@@ -1,0 +1,72 @@
+"""`run` and `resume`: start a campaign from a scenario, or continue one from its blackboard."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def add(sub) -> None:
+    run = sub.add_parser("run", help="start a campaign from a scenario file")
+    run.add_argument("scenario", type=Path)
+    run.add_argument("--db", type=Path, help="blackboard file to create "
+                     "(default: <campaign.out_dir>/<name>-seed<N>.sqlite)")
+    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a scenario key, e.g. --set agents.engineers=4 (repeatable)")
+    run.add_argument("--quiet", action="store_true", help="do not print the conversation")
+    run.set_defaults(handler=_run)
+    res = sub.add_parser("resume", help="continue a campaign from its blackboard file")
+    res.add_argument("--db", type=Path, required=True)
+    res.add_argument("--quiet", action="store_true", help="do not print the conversation")
+    res.set_defaults(handler=_resume)
+
+
+def default_db(scenario) -> Path:
+    safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in scenario.campaign.name)
+    return Path(scenario.campaign.out_dir) / f"{safe}-seed{scenario.campaign.seed}.sqlite"
+
+
+def _listeners(db: Path, quiet: bool):
+    from kernel_scientist import logs
+
+    jsonl = logs.JsonlLog(logs.jsonl_path(db))
+    if quiet:
+        return jsonl, [jsonl]
+    logs.setup_console()
+    return jsonl, [logs.to_console, jsonl]
+
+
+def _finish(outcome, jsonl) -> int:
+    from blackboard import open_existing
+    from kernel_scientist import logs, status
+
+    jsonl.close()
+    with open_existing(outcome.db) as board:
+        print("\n" + status.render(board))
+    db = outcome.db
+    print(f"\nblackboard:   {db}\nconversation: {logs.jsonl_path(db)}   ({outcome.wall_s:.1f} s wall)")
+    print("next:")
+    print(f"  kernel-scientist logs --db {db} --agent critic      # one agent's side of the conversation")
+    print(f"  kernel-scientist status --db {db} --json            # the leaderboard as JSON")
+    print("  kernel-scientist run SCENARIO --set agents.engineers=4 --set evaluator.rate_per_hour=12")
+    return 0
+
+
+def _run(args) -> int:
+    from blackboard import load_scenario
+    from kernel_scientist import campaign
+
+    scenario = load_scenario(args.scenario, args.overrides)
+    db = args.db or default_db(scenario)
+    campaign.check_new(db)
+    db.parent.mkdir(parents=True, exist_ok=True)
+    jsonl, listeners = _listeners(db, args.quiet)
+    return _finish(campaign.start(scenario, db, listeners), jsonl)
+
+
+def _resume(args) -> int:
+    from blackboard import open_existing
+    from kernel_scientist import campaign
+
+    open_existing(args.db).close()  # a clear error before any output
+    jsonl, listeners = _listeners(args.db, args.quiet)
+    return _finish(campaign.resume(args.db, listeners), jsonl)

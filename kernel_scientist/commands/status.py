@@ -1,0 +1,28 @@
+"""`status`: a campaign's leaderboard, as a table or one JSON object."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import msgspec
+
+
+def add(sub) -> None:
+    st = sub.add_parser("status", help="print a campaign's leaderboard")
+    st.add_argument("--db", type=Path, required=True)
+    st.add_argument("--json", action="store_true", help="one JSON object instead of the table")
+    st.add_argument("--top", type=int, default=10, help="how many kernels to list (default 10)")
+    st.set_defaults(handler=_status)
+
+
+def _status(args) -> int:
+    from blackboard import open_existing
+    from kernel_scientist import status
+
+    with open_existing(args.db) as board:
+        if args.json:
+            sys.stdout.write(msgspec.json.encode(status.status(board, args.top)).decode() + "\n")
+        else:
+            print(status.render(board, args.top))
+    return 0
