@@ -22,6 +22,7 @@ from loguru import logger
 from blackboard import Blackboard, KernelState, HypothesisState, Scenario, SubmissionState
 
 SLOTS = 64
+MAX_BRAIN_FAILURES = 3  # consecutive failed brain steps after which an agent stops asking
 
 
 @dataclass
@@ -68,6 +69,33 @@ class Agent:
         # zlib.crc32, not hash(): str hashes are salted per process.
         self.rng = random.Random(zlib.crc32(f"{self.ctx.seed}:{self.name}".encode()))
         self.log = logger.bind(agent=self.name)
+        self.retired = False  # set when the brain can no longer be asked (budget, repeated failure)
+        self._failures = 0
+
+    async def ask(self, step: str, call, view):
+        """Ask the brain; a failed step is recorded as a warning and returns None.
+
+        A spent budget retires the agent (it stops asking; the work it already handed on
+        continues); so do ``MAX_BRAIN_FAILURES`` failures in a row, so that a model that keeps
+        answering nonsense cannot loop forever.
+        """
+        from .brain import BrainError, BudgetExhausted
+
+        try:
+            answer = await call(view)
+        except BudgetExhausted as exc:
+            self.retired = True
+            self.say("warning", f"{step}: {exc}; no more LLM work from {self.name}")
+            return None
+        except BrainError as exc:
+            self._failures += 1
+            self.say("warning", f"{step} failed: {exc}")
+            if self._failures >= MAX_BRAIN_FAILURES:
+                self.retired = True
+                self.say("error", f"{self._failures} failed brain steps in a row; {self.name} stops asking")
+            return None
+        self._failures = 0
+        return answer
 
     @property
     def board(self) -> Blackboard:

@@ -23,11 +23,11 @@ class Archivist(Agent):
         task_status.started()
         with anyio.move_on_at(self.ctx.clock.to_loop(self.ctx.clock.deadline)):
             while True:
-                if self._undigested() or self._should_select():
+                if self._undigested() or (self._should_select() and not self.retired):
                     await self.think(self.ctx.scenario.agents.latency.archivist)
                     for ev in self._undigested():
                         self.digest(ev)
-                    if self._should_select():
+                    if self._should_select() and not self.retired:
                         await self.select()
                     continue
                 await self.board.wait_change("evaluation", "selection", "submission", "hypothesis",
@@ -95,7 +95,11 @@ class Archivist(Agent):
         board = self.board
         exhausted = self._exhausted()
         candidates = self._candidates()
-        choice = await self.ctx.brain.select(SelectionView(kernels=candidates, exhausted=exhausted))
+        shapes = [s.label() for s in self.ctx.task.benchmarks] if self.ctx.task is not None else []
+        choice = await self.ask("selection", self.ctx.brain.select,
+                                SelectionView(kernels=candidates, exhausted=exhausted, shapes=shapes))
+        if choice is None:
+            return
         valid = {k.id for k in candidates}
         if choice.base_id not in valid or (choice.reference_id is not None and choice.reference_id not in valid):
             self.say("error", f"brain chose kernels {choice.base_id}/{choice.reference_id} that are not "

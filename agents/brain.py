@@ -19,6 +19,16 @@ class CannotImplement(Exception):
     """The writer could not turn a plan into a kernel; the message says why."""
 
 
+class BrainError(Exception):
+    """A brain could not answer (the model refused, the answer stayed invalid after its repair
+    turn, the server kept failing). The agent records the step as failed and carries on."""
+
+
+class BudgetExhausted(BrainError):
+    """The campaign's LLM budget cannot cover another call: the agent stops asking (the
+    evaluator still finishes its queue)."""
+
+
 # ---- views (what a brain sees) -------------------------------------------------------------
 class KernelView(msgspec.Struct, frozen=True):
     id: int
@@ -32,6 +42,7 @@ class KernelView(msgspec.Struct, frozen=True):
 class SelectionView(msgspec.Struct, frozen=True):
     kernels: list[KernelView]  # every evaluated kernel that passed
     exhausted: list[int]  # bases for which the theorist found nothing left to try
+    shapes: list[str] = []  # the ranked shapes' labels (m x n x k), in shape_us order
 
 
 class TrialView(msgspec.Struct, frozen=True):
@@ -64,6 +75,8 @@ class ImplementView(msgspec.Struct, frozen=True):
     params: Params
     plan: str
     changes: list[str]
+    task_description: str = ""  # the task's prose (task.yml)
+    reference_impl: str = ""  # the task's reference.py: what a submission must compute
 
 
 class ReviewView(msgspec.Struct, frozen=True):

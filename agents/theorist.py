@@ -22,7 +22,7 @@ class Theorist(Agent):
         task_status.started()
         with anyio.move_on_at(self.ctx.clock.to_loop(self.ctx.clock.deadline)):
             while True:
-                if self._open() is None:
+                if self._open() is None or self.retired:
                     await self.board.wait_change("selection")
                     continue
                 await self.think(self.ctx.scenario.agents.latency.theorist)
@@ -58,7 +58,9 @@ class Theorist(Agent):
             findings=[f.text for f in board.findings()[-20:]],
             written=sorted({k.source_hash for k in board.kernels()}),
             avenues=cfg.avenues, plans=cfg.plans, choose=cfg.choose)
-        design = await self.ctx.brain.design(view)
+        design = await self.ask(f"design for selection {sel.id}", self.ctx.brain.design, view)
+        if design is None:  # the selection stays open: the next attempt comes after a think
+            return
         now = self.now()
         drafts = []
         for i, plan in enumerate(design.plans):

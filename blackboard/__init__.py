@@ -5,13 +5,13 @@ from ._store import TOPICS, Blackboard, TransitionError, open_existing, source_h
 from .config import Scenario, ScenarioError, load_scenario, scenario_from_json, scenario_json
 from .records import (
     Campaign, EvalReport, Evaluation, Finding, Hypothesis, HypothesisState, Kernel, KernelState,
-    Message, Outcome, Provenance, Review, Selection, SelectionState, Shape, ShapeResult, Submission,
+    LLMCall, Message, Outcome, Provenance, Review, Selection, SelectionState, Shape, ShapeResult, Submission,
     SubmissionState, Verdict,
 )
 
 __all__ = [
     "SCHEMA_VERSION", "TOPICS", "Blackboard", "BlackboardError", "Campaign", "EvalReport",
-    "Evaluation", "Finding", "Hypothesis", "HypothesisState", "Kernel", "KernelState", "Message",
+    "Evaluation", "Finding", "Hypothesis", "HypothesisState", "Kernel", "KernelState", "LLMCall", "Message",
     "Outcome", "Provenance", "Review", "Scenario", "ScenarioError", "Selection", "SelectionState", "Shape",
     "ShapeResult", "Submission", "SubmissionState", "TransitionError", "Verdict", "load_scenario",
     "open_existing", "scenario_from_json", "scenario_json", "source_hash",

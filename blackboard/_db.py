@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class BlackboardError(Exception):
@@ -57,6 +57,12 @@ _MIGRATIONS: dict[int, str] = {
         id INTEGER PRIMARY KEY, agent TEXT NOT NULL, kind TEXT NOT NULL, body BLOB NOT NULL);
     CREATE INDEX message_agent ON message(agent);
     CREATE TABLE finding (id INTEGER PRIMARY KEY, technique TEXT NOT NULL, body BLOB NOT NULL);
+    """,
+    # version 1 -> 2: every exchange with a language model (record, replay and accounting).
+    2: """
+    CREATE TABLE llm_call (
+        id INTEGER PRIMARY KEY, agent TEXT NOT NULL, seq INTEGER NOT NULL, body BLOB NOT NULL,
+        UNIQUE (agent, seq));
     """,
 }
 

@@ -23,14 +23,14 @@ import msgspec
 from . import _db
 from .records import (
     Campaign, Evaluation, EvalReport, Finding, Hypothesis, HypothesisState, Kernel, KernelState,
-    Message, Outcome, Review, Selection, SelectionState, Submission, SubmissionState,
+    LLMCall, Message, Outcome, Review, Selection, SelectionState, Submission, SubmissionState,
 )
 
 T = TypeVar("T", bound=msgspec.Struct)
 _encode = msgspec.json.Encoder().encode
 
 TOPICS = ("campaign", "kernel", "selection", "hypothesis", "review", "submission", "evaluation",
-          "message", "finding")
+          "message", "finding", "llm_call")
 
 
 def source_hash(source: str) -> str:
@@ -368,6 +368,27 @@ class Blackboard:
 
     def findings(self) -> list[Finding]:
         return self._rows(Finding, "SELECT body FROM finding ORDER BY id")
+
+    # ---- language-model exchanges (record, replay, accounting) ---------------------------
+    def add_llm_call(self, call: LLMCall) -> LLMCall:
+        """Append one exchange; the id is assigned here. (agent, seq) is unique, so a turn can
+        never be recorded twice."""
+        with _db.write(self._conn) as c:
+            call = msgspec.structs.replace(call, id=self._next_id("llm_call"))
+            c.execute("INSERT INTO llm_call (id, agent, seq, body) VALUES (?, ?, ?, ?)",
+                      (call.id, call.agent, call.seq, _encode(call)))
+        self._notify("llm_call")
+        return call
+
+    def llm_calls(self, agent: str | None = None) -> list[LLMCall]:
+        if agent is None:
+            return self._rows(LLMCall, "SELECT body FROM llm_call ORDER BY id")
+        return self._rows(LLMCall, "SELECT body FROM llm_call WHERE agent = ? ORDER BY seq", (agent,))
+
+    def llm_spend(self, agent: str | None = None) -> tuple[float, int]:
+        """(USD, tokens) spent so far, by the whole campaign or by one agent."""
+        calls = self.llm_calls(agent)
+        return sum(c.cost_usd for c in calls), sum(c.tokens() for c in calls)
 
     def data_version(self) -> int:
         """Changes when another connection commits (used to follow a campaign from outside)."""

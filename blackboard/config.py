@@ -44,7 +44,9 @@ class LatencyConfig(_Strict):
 
 
 class AgentsConfig(_Strict):
-    brain: Literal["offline"] = "offline"
+    # offline: the embedded heuristics (no network). anthropic / openai-compatible: a language
+    # model, configured in [llm]. replay: the answers recorded on another blackboard (llm.replay_from).
+    brain: Literal["offline", "anthropic", "openai-compatible", "replay"] = "offline"
     engineers: Annotated[int, msgspec.Meta(ge=1, le=32)] = 2  # engineers working at once
     # Back-pressure: the theorist plans new experiments only while fewer than this many kernels are
     # waiting anywhere in the pipeline (chosen hypotheses, drafts, queued submissions).
@@ -56,22 +58,96 @@ class AgentsConfig(_Strict):
     latency: LatencyConfig = LatencyConfig()
 
 
+NonNegative = Annotated[float, msgspec.Meta(ge=0)]
+
+
+class RoleConfig(_Strict):
+    """One role's model settings; an empty ``model`` means ``llm.model``."""
+
+    model: str = ""
+    # None: the role's default (LLMConfig.ROLE_MAX_TOKENS), also when other keys of the role are set.
+    max_tokens: Annotated[int, msgspec.Meta(ge=16, le=128_000)] | None = None
+    # None: the provider's default (sent only when set; recent Claude models may fix it themselves).
+    temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] | None = None
+    concurrency: Annotated[int, msgspec.Meta(ge=1, le=64)] = 2  # this role's calls in flight at once
+
+
+class PriceConfig(_Strict):
+    """USD per million tokens (defaults: Claude Sonnet list prices; set 0 for a local server)."""
+
+    input: NonNegative = 3.0
+    output: NonNegative = 15.0
+    cache_write: NonNegative = 3.75
+    cache_read: NonNegative = 0.30
+
+
+class LLMConfig(_Strict):
+    """The language-model brains (``agents.brain`` = anthropic, openai-compatible or replay)."""
+
+    model: str = "claude-sonnet-4-6"
+    # "" = the provider's default (api.anthropic.com); required for openai-compatible, e.g.
+    # "http://127.0.0.1:8000/v1" (vLLM), "http://127.0.0.1:11434/v1" (Ollama).
+    base_url: str = ""
+    api_key_env: str = "ANTHROPIC_API_KEY"  # the *name* of the variable; keys never enter a scenario
+    timeout_s: Positive = 600.0  # one HTTP attempt
+    max_retries: Annotated[int, msgspec.Meta(ge=0, le=10)] = 4  # after the first attempt
+    backoff_s: Positive = 1.0  # first retry delay when the server gives no retry-after (doubles)
+    max_backoff_s: Positive = 60.0
+    concurrency: Annotated[int, msgspec.Meta(ge=1, le=256)] = 4  # all calls in flight at once
+    budget_usd: NonNegative | None = None  # a hard cap, never exceeded (worst case reserved per call)
+    budget_tokens: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    stream_above: Annotated[int, msgspec.Meta(ge=0)] = 8192  # stream answers allowed more tokens
+    source_chars: Annotated[int, msgspec.Meta(ge=200)] = 24_000  # per kernel source in a prompt
+    text_chars: Annotated[int, msgspec.Meta(ge=100)] = 2_000  # per evaluator output / error text
+    knowledge_passages: Annotated[int, msgspec.Meta(ge=0, le=50)] = 6
+    # brain = "replay": the blackboard whose exchanges are replayed (relative to the working directory,
+    # like --db).
+    replay_from: str = ""
+    prices: PriceConfig = PriceConfig()
+    select: RoleConfig = RoleConfig()
+    design: RoleConfig = RoleConfig()
+    implement: RoleConfig = RoleConfig()
+    review: RoleConfig = RoleConfig()
+
+    ROLE_MAX_TOKENS = {"select": 1024, "design": 6000, "implement": 16_000, "review": 1024}
+
+    def max_tokens(self, role: str) -> int:
+        return getattr(self, role).max_tokens or self.ROLE_MAX_TOKENS[role]
+
+
 class EvaluatorConfig(_Strict):
-    backend: Literal["simulated"] = "simulated"
+    # simulated: CPU correctness + analytic timing model, virtual time. local: this machine's GPUs.
+    backend: Literal["simulated", "local"] = "simulated"
     device: Literal["mi300x", "h200", "h100"] = "mi300x"
     rate_per_hour: Positive = 6.0  # submissions started per campaign hour (sliding window)
     in_flight: Annotated[int, msgspec.Meta(ge=1, le=16)] = 1  # evaluations running at once
     noise: Annotated[float, msgspec.Meta(ge=0, le=0.5)] = 0.02  # simulated timing noise (sigma)
     timeout_s: Positive = 60.0  # wall-clock limit for one candidate's sandboxed run
     lease_s: Positive = 3600.0  # campaign seconds a claimed submission stays claimed
+    # local backend: timed calls per ranked shape (at least 3; stop early when the standard error
+    # is under 0.1% of the mean or the shape's budget of wall seconds is spent).
+    max_calls: Annotated[int, msgspec.Meta(ge=3, le=1000)] = 100
+    shape_budget_s: Positive = 5.0
 
 
 class Scenario(_Strict):
     campaign: CampaignConfig = CampaignConfig()
     agents: AgentsConfig = AgentsConfig()
     evaluator: EvaluatorConfig = EvaluatorConfig()
+    llm: LLMConfig = LLMConfig()
     # Where the scenario came from; task paths are resolved against it. Not read from TOML.
     source: str = ""
+
+    def __post_init__(self) -> None:
+        if self.agents.brain == "openai-compatible" and not self.llm.base_url:
+            raise ValueError("llm.base_url: required with agents.brain = 'openai-compatible' "
+                             "(e.g. 'http://127.0.0.1:8000/v1')")
+        if self.agents.brain == "replay" and not self.llm.replay_from:
+            raise ValueError("llm.replay_from: required with agents.brain = 'replay' (the path of "
+                             "the recorded blackboard)")
+
+    def replay_path(self) -> Path:
+        return Path(self.llm.replay_from).resolve()
 
     def task_path(self) -> Path:
         task = Path(self.campaign.task)

@@ -214,7 +214,7 @@ class Evaluation(msgspec.Struct, frozen=True):
 
 MessageKind = Literal[
     "info", "selection", "avenues", "plan", "choice", "kernel", "review", "queue", "evaluation",
-    "verdict", "finding", "warning", "error",
+    "verdict", "finding", "warning", "error", "llm",
 ]
 
 
@@ -240,3 +240,44 @@ class Finding(msgspec.Struct, frozen=True):
     uplift: float
     evidence: list[int]  # evaluation ids
     text: str
+
+
+LLMStatus = Literal["ok", "refused", "truncated", "error", "budget"]
+
+
+class LLMCall(msgspec.Struct, frozen=True):
+    """One exchange with a language model (one turn: an ask or its repair), append-only.
+
+    It holds everything a replay needs (the prompt, the answer, the outcome) and everything the
+    accounting needs (tokens and the price paid). API keys are never part of it: requests are
+    recorded as their content, never their headers. ``seq`` numbers an agent's turns from 1, which
+    is how a replay finds the answer to the same question.
+    """
+
+    id: int
+    at: float  # campaign clock when the turn started
+    agent: str
+    seq: int
+    role: Literal["select", "design", "implement", "review"]
+    turn: Literal["ask", "repair"]
+    brain: str  # anthropic, openai-compatible, replay
+    model: str
+    status: LLMStatus
+    system: str
+    messages: list[dict[str, str]]  # role/content pairs, in order
+    prompt_hash: str
+    answer: str = ""
+    stop_reason: str = ""
+    error: str = ""
+    request_id: str = ""
+    attempts: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float = 0.0
+    wall_s: float = 0.0
+    replayed: bool = False
+
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens

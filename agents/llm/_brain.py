@@ -1,0 +1,236 @@
+"""The LLM brain: the brain protocol spoken to a language model, with record and replay.
+
+One ``LLMService`` per campaign owns what the agents share (the sender, the budget ledger, the
+global and per-role capacity limiters, the recorded exchanges when replaying); each agent gets its
+own ``LLMBrain`` from it, so every exchange is recorded under the agent's name with a per-agent
+sequence number.
+
+Time. A simulated campaign runs on trio's MockClock with autojump, and a task waiting on a real
+socket counts as idle there, so the clock would jump past deadlines while a request is on the wire
+(facts/stack-notes.md). On a MockClock the service therefore *holds* the clock (autojump off) and
+runs the exchange in a worker thread with its own trio loop on the wall clock, where the HTTP
+timeouts and retry-after sleeps are real seconds. Virtual time stands still during a call; the
+agent's modeled thinking latency is what the campaign clock is charged. Calls are then serialised
+(no other agent can reach a later instant while one is in flight), which costs wall time but keeps
+a campaign a function of its answers: a replay, which answers instantly, reproduces it exactly.
+On the wall clock (a real evaluator) calls run concurrently under the limiters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from pathlib import Path
+from typing import Callable
+
+import anyio
+import msgspec
+
+from blackboard import Blackboard, LLMCall, Scenario, ScenarioError, open_existing
+from blackboard.config import LLMConfig, RoleConfig
+
+from ..brain import (
+    BrainError, BudgetExhausted, Choice, Critique, Design, DesignView, Draft, ImplementView,
+    ReviewView, SelectionView,
+)
+from . import _prompts, _wire
+from ._hygiene import clean, truncate
+from ._ledger import Ledger
+from ._transport import LLMReply, LLMRequest, Send, TransportError, Usage, anthropic_sender, openai_sender
+
+ROLES = ("select", "design", "implement", "review")
+
+
+def _hash(system: str, messages: list[dict[str, str]]) -> str:
+    return hashlib.sha256(msgspec.json.encode([system, messages])).hexdigest()[:32]
+
+
+class LLMService:
+    """What every agent's LLM brain shares. Build it inside the campaign's event loop."""
+
+    def __init__(self, scenario: Scenario, board: Blackboard, now: Callable[[], float]):
+        self.cfg: LLMConfig = scenario.llm
+        self.kind = scenario.agents.brain
+        self.board = board
+        self.now = now
+        spent_usd, spent_tokens = board.llm_spend()
+        self.ledger = Ledger(self.cfg, spent_usd, spent_tokens, enforce=self.kind != "replay")
+        self.limit = anyio.CapacityLimiter(self.cfg.concurrency)
+        self.role_limits = {r: anyio.CapacityLimiter(self.role(r).concurrency) for r in ROLES}
+        self._held = 0
+        self._saved_threshold = 0.0
+        self.recorded: dict[tuple[str, int], LLMCall] = {}
+        self.send: Send | None = None
+        if self.kind == "replay":
+            with open_existing(scenario.replay_path()) as source:
+                self.recorded = {(c.agent, c.seq): c for c in source.llm_calls()}
+        else:
+            key = os.environ.get(self.cfg.api_key_env, "") if self.cfg.api_key_env else ""
+            self.send = (anthropic_sender if self.kind == "anthropic" else openai_sender)(self.cfg, key)
+
+    @staticmethod
+    def preflight(scenario: Scenario) -> None:
+        """Fail before a campaign starts when it could not ask anything (one line: what to fix)."""
+        cfg, kind = scenario.llm, scenario.agents.brain
+        if kind == "anthropic" and not os.environ.get(cfg.api_key_env or "ANTHROPIC_API_KEY"):
+            raise ScenarioError(f"agents.brain = 'anthropic' needs an API key in the environment "
+                                f"variable {cfg.api_key_env or 'ANTHROPIC_API_KEY'} (llm.api_key_env)")
+        if kind == "replay" and not scenario.replay_path().is_file():
+            raise ScenarioError(f"llm.replay_from: no recorded blackboard at {scenario.replay_path()}")
+
+    def role(self, role: str) -> RoleConfig:
+        return getattr(self.cfg, role)
+
+    def brain(self, agent: str) -> "LLMBrain":
+        return LLMBrain(self, agent)
+
+    async def exchange(self, req: LLMRequest) -> LLMReply:
+        """Send off the virtual clock when there is one (module note)."""
+        assert self.send is not None
+        clock = _mock_clock()
+        if clock is None:
+            return await self.send(req)
+        import trio
+
+        if self._held == 0:
+            self._saved_threshold = clock.autojump_threshold
+            clock.autojump_threshold = math.inf
+        self._held += 1
+        try:
+            return await anyio.to_thread.run_sync(trio.run, self.send, req)
+        finally:
+            self._held -= 1
+            if self._held == 0:
+                clock.autojump_threshold = self._saved_threshold
+
+
+def _mock_clock():
+    try:
+        import sniffio
+        import trio
+        import trio.testing
+
+        if sniffio.current_async_library() != "trio":
+            return None
+        clock = trio.lowlevel.current_clock()
+    except Exception:
+        return None
+    return clock if isinstance(clock, trio.testing.MockClock) else None
+
+
+class LLMBrain:
+    """One agent's brain (the ``Brain`` protocol of agents/brain.py)."""
+
+    def __init__(self, service: LLMService, agent: str):
+        self.service = service
+        self.name = service.kind
+        self.agent = agent
+        self.seq = len(service.board.llm_calls(agent))  # a resumed campaign continues the numbering
+
+    # ---- the protocol ------------------------------------------------------------------
+    async def select(self, view: SelectionView) -> Choice:
+        return await self._ask("select", _prompts.select(view, self.service.cfg),
+                               lambda text: _wire.choice(text, view))
+
+    async def design(self, view: DesignView) -> Design:
+        return await self._ask("design", _prompts.design(view, self.service.cfg),
+                               lambda text: _wire.design(text, view))
+
+    async def implement(self, view: ImplementView) -> Draft:
+        return await self._ask("implement", _prompts.implement(view, self.service.cfg), _wire.draft)
+
+    async def review(self, view: ReviewView) -> Critique:
+        return await self._ask("review", _prompts.review(view, self.service.cfg), _wire.critique)
+
+    # ---- one question: an ask and at most one repair ------------------------------------
+    async def _ask(self, role: str, prompt: str, decode):
+        system = _prompts.system()
+        messages = [{"role": "user", "content": prompt}]
+        for turn in ("ask", "repair"):
+            reply = await self._exchange(role, turn, system, messages)
+            if reply.stop == "refusal":
+                raise BrainError(f"{role}: the model refused ({reply.stop_reason}): "
+                                 f"{truncate(clean(reply.text), 200) or 'no text'}")
+            if reply.stop == "max_tokens":
+                limit = self.service.cfg.max_tokens(role)
+                problem = (f"the answer was cut off at max_tokens = {limit} (llm.{role}.max_tokens); "
+                           "answer more briefly")
+            else:
+                try:
+                    return decode(reply.text)
+                except _wire.AnswerInvalid as exc:
+                    problem = str(exc)
+            if turn == "repair":
+                raise BrainError(f"{role}: no usable answer after one repair turn: {problem}")
+            messages = [*messages, {"role": "assistant", "content": truncate(clean(reply.text), 20_000) or "(empty)"},
+                        {"role": "user", "content": _prompts.repair(problem)}]
+        raise AssertionError("unreachable")
+
+    async def _exchange(self, role: str, turn: str, system: str, messages: list[dict[str, str]]) -> LLMReply:
+        service, cfg = self.service, self.service.cfg
+        rc = service.role(role)
+        self.seq += 1
+        seq, at = self.seq, service.now()
+        model = rc.model or cfg.model
+        phash = _hash(system, messages)
+        base = dict(id=0, at=at, agent=self.agent, seq=seq, role=role, turn=turn, brain=service.kind,
+                    model=model, system=system, messages=messages, prompt_hash=phash)
+        async with service.limit, service.role_limits[role]:
+            recorded = service.recorded.get((self.agent, seq)) if service.kind == "replay" else None
+            if service.kind == "replay":
+                reply = self._replayed(recorded, seq, phash, base)
+                reservation = service.ledger.reserve(0, 0)
+            else:
+                size = len(system.encode()) + sum(len(m["content"].encode()) for m in messages)
+                try:
+                    reservation = service.ledger.reserve(size, cfg.max_tokens(role))
+                except BudgetExhausted as exc:
+                    self._record(base, status="budget", error=str(exc))
+                    raise
+                req = LLMRequest(model=model, system=system, messages=messages, max_tokens=cfg.max_tokens(role),
+                                 temperature=rc.temperature, stream=cfg.max_tokens(role) > cfg.stream_above)
+                try:
+                    reply = await service.exchange(req)
+                except TransportError as exc:
+                    service.ledger.settle(reservation, Usage())
+                    self._record(base, status="error", error=str(exc), request_id=exc.request_id,
+                                 attempts=exc.attempts)
+                    raise
+            cost = service.ledger.settle(reservation, reply.usage)
+        status = {"refusal": "refused", "max_tokens": "truncated"}.get(reply.stop, "ok")
+        u = reply.usage
+        self._record(base, status=status, answer=reply.text, stop_reason=reply.stop_reason,
+                     request_id=reply.request_id, attempts=reply.attempts, input_tokens=u.input_tokens,
+                     output_tokens=u.output_tokens, cache_read_tokens=u.cache_read_tokens,
+                     cache_write_tokens=u.cache_write_tokens, cost_usd=cost, wall_s=reply.wall_s,
+                     replayed=service.kind == "replay")
+        cached = f", {u.cache_read_tokens} cached" if u.cache_read_tokens else ""
+        service.board.say(
+            agent=self.agent, kind="llm", at=service.now(),
+            text=f"{role} {turn} -> {status}: {model}, {u.input_tokens}+{u.output_tokens} tokens{cached}, "
+                 f"${cost:.4f}; {service.ledger.describe()}; request {reply.request_id or '-'}")
+        return reply
+
+    def _replayed(self, recorded: LLMCall | None, seq: int, phash: str, base: dict) -> LLMReply:
+        if recorded is None:
+            raise BrainError(f"replay: the recording has no turn {seq} for {self.agent} (the campaign "
+                             "diverged from the recorded one or ran longer)")
+        if recorded.prompt_hash != phash:
+            raise BrainError(f"replay diverged: {self.agent}'s turn {seq} asks something else than "
+                             "the recorded campaign did")
+        if recorded.status == "budget":
+            self._record(base, status="budget", error=recorded.error, replayed=True)
+            raise BudgetExhausted(recorded.error)
+        if recorded.status == "error":
+            self._record(base, status="error", error=recorded.error, request_id=recorded.request_id,
+                         attempts=recorded.attempts, replayed=True)
+            raise TransportError(recorded.error, recorded.request_id, recorded.attempts)
+        stop = {"refused": "refusal", "truncated": "max_tokens"}.get(recorded.status, "end")
+        return LLMReply(text=recorded.answer, stop=stop, stop_reason=recorded.stop_reason,
+                        usage=Usage(recorded.input_tokens, recorded.output_tokens,
+                                    recorded.cache_read_tokens, recorded.cache_write_tokens),
+                        request_id=recorded.request_id, attempts=recorded.attempts, wall_s=recorded.wall_s)
+
+    def _record(self, base: dict, **fields) -> None:
+        self.service.board.add_llm_call(LLMCall(**base, **fields))

@@ -1,0 +1,73 @@
+"""Knowledge retrieval for prompts: BM25 over the literature digests and the campaign's findings.
+
+Why BM25 (``rank_bm25``'s Okapi variant) and not embeddings: the corpus is a few dozen passages of
+technical prose whose useful matches are exact terms (``split-k``, ``waves``, ``e4m3fnuz``,
+``BLOCK_K``); BM25 ranks those well, is deterministic, needs no model download and runs in
+microseconds. Documents are split into their top-level bullets and paragraphs (the digests are
+written one topic per bullet) so a passage is one topic, and
+identifiers are split on ``_``/camel case so ``BLOCK_M`` matches "block m".
+"""
+
+from __future__ import annotations
+
+import re
+
+import msgspec
+from rank_bm25 import BM25Okapi
+
+from ._docs import documents
+
+_WORD = re.compile(r"[a-z0-9]+(?:\.[0-9]+)?")
+_STOP = frozenset("a an and are as at be by for from has in is it its of on or that the this to was "
+                  "were will with we you not no can per than then".split())
+
+
+class Passage(msgspec.Struct, frozen=True):
+    source: str  # "doc:<name>#<heading>" or "finding"
+    title: str
+    text: str
+
+
+def tokens(text: str) -> list[str]:
+    text = re.sub(r"([a-z])([A-Z])", r"\1 \2", text).replace("_", " ").lower()
+    return [w for w in _WORD.findall(text) if w not in _STOP]
+
+
+def doc_passages() -> list[Passage]:
+    """Every knowledge/docs digest, cut into headings' sections, top-level bullets and paragraphs."""
+    out = []
+    for doc in documents():
+        heading = doc.title
+        for n, chunk in enumerate(re.split(r"\n\s*\n|\n(?=- |#)", doc.text)):
+            chunk = chunk.strip()
+            if not chunk:
+                continue
+            if chunk.startswith("#"):
+                heading = chunk.splitlines()[0].lstrip("# ").strip()
+                chunk = "\n".join(chunk.splitlines()[1:]).strip()
+                if not chunk:
+                    continue
+            bold = re.match(r"- \*\*(.+?)\*\*", chunk)
+            title = f"{heading}: {bold.group(1).rstrip('.')}" if bold else heading
+            out.append(Passage(source=f"doc:{doc.name}#{n}", title=title, text=chunk))
+    return out
+
+
+def retrieve(query: str, findings: list[str], k: int, docs: list[Passage] | None = None) -> list[Passage]:
+    """The ``k`` passages (digest sections and findings) most relevant to ``query``, best first.
+
+    Ties keep corpus order, and passages that share no term with the query are never returned,
+    so the answer is deterministic and may be shorter than ``k``.
+    """
+    corpus = [*(docs if docs is not None else doc_passages()),
+              *(Passage(source="finding", title="campaign finding", text=f) for f in findings)]
+    if k <= 0 or not corpus:
+        return []
+    query_terms = tokens(query)
+    if not query_terms:
+        return []
+    index = BM25Okapi([tokens(p.text) or ["_"] for p in corpus])
+    scores = index.get_scores(query_terms)
+    ranked = sorted(range(len(corpus)), key=lambda i: (-scores[i], i))
+    terms = set(query_terms)
+    return [corpus[i] for i in ranked[:k] if terms & set(tokens(corpus[i].text))]
