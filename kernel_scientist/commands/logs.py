@@ -10,13 +10,51 @@ def add(sub) -> None:
     lg.add_argument("--db", type=Path, required=True)
     lg.add_argument("--agent", help="only this agent (e.g. critic, engineer-1)")
     lg.add_argument("--follow", "-f", action="store_true", help="keep printing as the campaign writes")
+    lg.add_argument("--kind", help="only this kind of message (plan, choice, kernel, review, queue, "
+                    "evaluation, verdict, finding, ...)")
+    lg.add_argument("--kernel", type=int, metavar="ID", help="only messages about this kernel")
+    lg.add_argument("--hypothesis", metavar="ID", help="only messages about this hypothesis (H12 or 12)")
+    lg.add_argument("--grep", metavar="TEXT", help="only messages containing TEXT (case-insensitive)")
+    lg.add_argument("--json", action="store_true", help="one JSON object per line (for jq)")
+    lg.add_argument("--thread", nargs="?", const=True, metavar="H<ID>",
+                    help="one hypothesis from proposal to verdict: --thread H12 (or --hypothesis 12 --thread)")
     lg.set_defaults(handler=_logs)
 
 
 def _logs(args) -> int:
-    from blackboard import open_existing
-    from kernel_scientist import logs
+    import sys
 
+    import msgspec
+
+    from blackboard import open_existing
+    from kernel_scientist import conversation as cv
+    from kernel_scientist.cli import UsageError
+
+    try:
+        hyp = cv.parse_hypothesis_ref(args.hypothesis) if args.hypothesis is not None else None
+        if isinstance(args.thread, str):
+            hyp = cv.parse_hypothesis_ref(args.thread)
+    except ValueError as exc:
+        raise UsageError(f"--hypothesis/--thread {exc}") from None
     with open_existing(args.db) as board:
-        logs.replay(board, args.agent, args.follow)
+        if args.thread:
+            if hyp is None:
+                raise UsageError("--thread needs a hypothesis: --thread H12 or --hypothesis 12 --thread")
+            try:
+                th = cv.thread(board, hyp)
+            except KeyError:
+                raise UsageError(f"{args.db}: no hypothesis H{hyp} (see `logs --kind plan`)") from None
+            if args.json:
+                for stage, msg in th.messages:
+                    line = msgspec.json.encode({"stage": stage, **msgspec.structs.asdict(msg)})
+                    sys.stdout.write(line.decode() + "\n")
+            else:
+                print(cv.render_thread(th, sys.stdout.isatty()))
+            return 0
+        flt = cv.Filter(agent=args.agent, kind=args.kind, kernel_id=args.kernel, hypothesis_id=hyp,
+                        grep=args.grep)
+        try:
+            cv.show(board, flt, follow_=args.follow, as_json=args.json)
+        except KeyboardInterrupt:  # --follow ends with Ctrl-C; the campaign is another process
+            return 0
     return 0

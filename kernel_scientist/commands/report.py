@@ -1,0 +1,41 @@
+"""`report`: an HTML page with PNG plots of a campaign, written from its blackboard file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def add(sub) -> None:
+    r = sub.add_parser("report", help="write an HTML report with plots of a campaign")
+    r.add_argument("--db", type=Path, required=True)
+    r.add_argument("--out", type=Path, required=True, help="folder for index.html and the PNG plots")
+    r.set_defaults(handler=_report)
+
+
+def _report(args) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from blackboard import open_existing
+    from kernel_scientist import report
+
+    if args.out.exists() and not args.out.is_dir():
+        from kernel_scientist.cli import UsageError
+
+        raise UsageError(f"--out {args.out}: exists and is not a folder")
+    console = Console(stderr=True)
+    with open_existing(args.db) as board, Progress(
+            TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+            TimeElapsedColumn(), console=console, transient=True,
+            disable=not console.is_terminal) as bar:
+        task = bar.add_task("report", total=report.STEPS + 1)
+
+        def step(name: str) -> None:
+            bar.update(task, description=f"plotting {name}", advance=1)
+
+        built = report.build(board, args.out, step)
+        page = report.write_html(built)
+        bar.update(task, advance=1)
+    print(f"report: {page}  ({len(built.images())} plots)")
+    print(f"open:   file://{page.resolve()}")
+    return 0

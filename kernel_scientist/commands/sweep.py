@@ -1,0 +1,78 @@
+"""`sweep`: run a scenario under every combination of some limits, several seeds each."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def add(sub) -> None:
+    sw = sub.add_parser("sweep", help="run every combination of some scenario limits, over seeds")
+    sw.add_argument("scenario", type=Path)
+    sw.add_argument("--vary", action="append", default=[], metavar="KEY=V1,V2",
+                    help="a scenario key and its values, e.g. --vary agents.engineers=1,2,4 (repeatable)")
+    sw.add_argument("--seeds", type=int, default=1, help="seeds per setting (the scenario's seed onwards)")
+    sw.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2),
+                    help="campaigns at once (default: half the CPUs)")
+    sw.add_argument("--out", type=Path, help="folder for the runs, sweep.json and sweep.png "
+                    "(default: runs/sweep-<scenario name>)")
+    sw.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a scenario key in every run (repeatable)")
+    sw.set_defaults(handler=_sweep)
+
+
+def _sweep(args) -> int:
+    import msgspec
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from blackboard import load_scenario
+    from kernel_scientist import sweep
+    from kernel_scientist.cli import UsageError
+
+    if args.seeds < 1 or args.jobs < 1:
+        raise UsageError(f"--seeds {args.seeds} --jobs {args.jobs}: both must be at least 1")
+    base = load_scenario(args.scenario, args.overrides)  # a broken scenario fails before any run
+    axes = sweep.parse_vary(args.vary, args.scenario, args.overrides)
+    out = args.out or Path(base.campaign.out_dir) / f"sweep-{base.campaign.name}"
+    if (out / "runs").exists() and any((out / "runs").iterdir()):
+        raise UsageError(f"--out {out}: already holds a sweep's runs; pass another --out or remove it")
+    runs, seeds = sweep.plan(args.scenario, axes, args.seeds, out, args.overrides)
+    err = Console(stderr=True)
+    err.print(f"sweep: {len(runs)} campaigns ({len(runs) // len(seeds)} settings x {len(seeds)} seeds), "
+              f"{args.jobs} at a time, into {out}")
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=False, disable=not err.is_terminal) as bar:
+        task = bar.add_task("campaigns", total=len(runs))
+
+        def done(r: sweep.RunResult) -> None:
+            what = sweep.setting_label(r.run.setting) + f", seed {r.run.seed}"
+            bar.update(task, advance=1, description=f"{'done' if r.ok else 'FAILED'}: {what}")
+
+        results = sweep.execute(args.scenario, runs, args.overrides, args.jobs, done)
+    simulated = base.evaluator.backend == "simulated"
+    summary = sweep.SweepSummary(scenario=str(args.scenario), simulated=simulated, overrides=args.overrides,
+                                 axes=axes, seeds=seeds, settings=sweep.summarise(results), runs=results)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "sweep.json").write_bytes(msgspec.json.format(msgspec.json.encode(summary)) + b"\n")
+    png = sweep.plot(summary, out / "sweep.png")
+
+    label = "simulated" if simulated else "measured"
+    table = Table(title=f"sweep of {args.scenario} ({label}; mean ± half the min..max spread over seeds)")
+    for col in ("setting", "seeds", "best us", "vs seed", "evaluations", "utilisation", "rate used"):
+        table.add_column(col, justify="left" if col == "setting" else "right")
+    for s in summary.settings:
+        best = ("n/a" if s.best_us_mean is None
+                else f"{s.best_us_mean:.1f} ± {(s.best_us_max - s.best_us_min) / 2:.1f}")
+        table.add_row(sweep.setting_label(s.setting), str(s.seeds), best,
+                      "n/a" if s.speedup_vs_seed_mean is None else f"{s.speedup_vs_seed_mean:.2f}x",
+                      f"{s.evaluations_mean:.1f}",
+                      f"{s.utilisation_mean:.0%} ± {(s.utilisation_max - s.utilisation_min) / 2:.0%}",
+                      f"{s.rate_used_mean:.0%}")
+    Console(width=max(120, Console().width)).print(table)
+    failed = [r for r in results if not r.ok]
+    for r in failed:
+        print(f"failed: {sweep.setting_label(r.run.setting)}, seed {r.run.seed}: {r.error} ({r.run.db})")
+    print(f"summary: {out / 'sweep.json'}\nplot:    {png}")
+    return 1 if failed else 0

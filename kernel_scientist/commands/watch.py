@@ -1,0 +1,41 @@
+"""`watch`: a live dashboard of a campaign, following it from another process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def add(sub) -> None:
+    w = sub.add_parser("watch", help="live dashboard of a campaign (agents, queue, limits, progress)")
+    w.add_argument("--db", type=Path, required=True)
+    w.add_argument("--once", action="store_true", help="draw one frame and exit")
+    w.add_argument("--interval", type=float, default=0.5, metavar="SECONDS",
+                   help="how often to check the file for changes (default 0.5)")
+    w.add_argument("--exit-when-done", action="store_true",
+                   help="stop following once the campaign's closing message is drawn")
+    w.add_argument("--messages", type=int, default=12, help="how many latest messages to show")
+    w.add_argument("--svg", type=Path, metavar="FILE", help="with --once: also save the frame as SVG")
+    w.add_argument("--width", type=int, help="terminal width to draw for (default: the terminal's)")
+    w.set_defaults(handler=_watch)
+
+
+def _watch(args) -> int:
+    from rich.console import Console
+
+    from kernel_scientist import dashboard
+    from kernel_scientist.cli import UsageError
+
+    if args.interval <= 0:
+        raise UsageError(f"--interval {args.interval}: must be > 0 seconds")
+    if args.svg and not args.once:
+        raise UsageError("--svg needs --once (it saves one frame)")
+    console = Console(width=args.width, record=bool(args.svg))
+    try:
+        dashboard.watch(args.db, once=args.once, poll_s=args.interval, console=console,
+                        stop_when_over=args.exit_when_done, messages=args.messages)
+    except KeyboardInterrupt:  # the campaign is another process: stopping the view stops nothing
+        return 0
+    if args.svg:
+        args.svg.parent.mkdir(parents=True, exist_ok=True)
+        console.save_svg(str(args.svg), title="kernel-scientist watch")
+    return 0
