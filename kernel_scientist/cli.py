@@ -13,7 +13,7 @@ import os
 import sys
 
 EXIT_USAGE = 2
-COMMANDS = ("run", "status", "logs")  # modules under kernel_scientist/commands/
+COMMANDS = ("run", "status", "logs", "watch", "report", "sweep", "evaluate", "export")  # modules under kernel_scientist/commands/
 
 
 class UsageError(Exception):
@@ -54,4 +54,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the imported module's main, not __main__'s: commands raise kernel_scientist.cli.UsageError,
+    # which under `python -m` would otherwise be a different class from this file's copy.
+    sys.exit(importlib.import_module("kernel_scientist.cli").main())

@@ -13,10 +13,12 @@ def add(sub) -> None:
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override a scenario key, e.g. --set agents.engineers=4 (repeatable)")
     run.add_argument("--quiet", action="store_true", help="do not print the conversation")
+    run.add_argument("--watch", action="store_true", help="show the live dashboard instead of the conversation")
     run.set_defaults(handler=_run)
     res = sub.add_parser("resume", help="continue a campaign from its blackboard file")
     res.add_argument("--db", type=Path, required=True)
     res.add_argument("--quiet", action="store_true", help="do not print the conversation")
+    res.add_argument("--watch", action="store_true", help="show the live dashboard instead of the conversation")
     res.set_defaults(handler=_resume)
 
 
@@ -25,14 +27,28 @@ def default_db(scenario) -> Path:
     return Path(scenario.campaign.out_dir) / f"{safe}-seed{scenario.campaign.seed}.sqlite"
 
 
-def _listeners(db: Path, quiet: bool):
+def _listeners(db: Path, quiet: bool, watch: bool = False):
     from kernel_scientist import logs
 
     jsonl = logs.JsonlLog(logs.jsonl_path(db))
-    if quiet:
-        return jsonl, [jsonl]
+    if watch or quiet:  # the dashboard or a TTY spinner (closed with the JSONL log in _finish)
+        from kernel_scientist import dashboard
+
+        view = dashboard.LiveListener(db) if watch else dashboard.spinner(db)
+        return _Closing(jsonl, view), ([jsonl, view] if view else [jsonl])
     logs.setup_console()
     return jsonl, [logs.to_console, jsonl]
+
+
+class _Closing:
+    """Closes the JSONL log and the live view together (the view draws its final frame)."""
+
+    def __init__(self, *parts):
+        self.parts = [p for p in parts if p is not None]
+
+    def close(self) -> None:
+        for part in self.parts:
+            part.close()
 
 
 def _finish(outcome, jsonl) -> int:
@@ -59,8 +75,12 @@ def _run(args) -> int:
     db = args.db or default_db(scenario)
     campaign.check_new(db)
     db.parent.mkdir(parents=True, exist_ok=True)
-    jsonl, listeners = _listeners(db, args.quiet)
-    return _finish(campaign.start(scenario, db, listeners), jsonl)
+    jsonl, listeners = _listeners(db, args.quiet, args.watch)
+    try:
+        outcome = campaign.start(scenario, db, listeners)
+    finally:
+        jsonl.close()
+    return _finish(outcome, jsonl)
 
 
 def _resume(args) -> int:
@@ -68,5 +88,9 @@ def _resume(args) -> int:
     from kernel_scientist import campaign
 
     open_existing(args.db).close()  # a clear error before any output
-    jsonl, listeners = _listeners(args.db, args.quiet)
-    return _finish(campaign.resume(args.db, listeners), jsonl)
+    jsonl, listeners = _listeners(args.db, args.quiet, args.watch)
+    try:
+        outcome = campaign.resume(args.db, listeners)
+    finally:
+        jsonl.close()
+    return _finish(outcome, jsonl)
