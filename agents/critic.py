@@ -14,7 +14,7 @@ from blackboard import HypothesisState, Kernel, KernelState, Verdict
 
 from ._base import Agent
 from ._views import uplift
-from .brain import ReviewView
+from .brain import Critique, ReviewView
 
 SEED_PRIORITY = 1e6  # the seed is the baseline every prediction is measured against: first in line
 
@@ -25,12 +25,12 @@ class Critic(Agent):
         latency = self.ctx.scenario.agents.latency.critic
         with anyio.move_on_at(self.ctx.clock.to_loop(self.ctx.clock.deadline)):
             while True:
-                if not (self._drafts() or self._unjudged()):
+                if not ((self._drafts() and not self.retired) or self._unjudged()):
                     await self.board.wait_change("kernel", "evaluation")
                     continue
                 await self.think(latency)
                 drafts = self._drafts()
-                if drafts:
+                if drafts and not self.retired:
                     await self.review(drafts[0])
                 for hyp in self._unjudged():
                     self.judge(hyp)
@@ -53,7 +53,9 @@ class Critic(Agent):
         twins = [k for k in board.kernels_with_hash(kernel.source_hash)
                  if k.id != kernel.id and k.state != KernelState.REJECTED]
         prescreen = None
-        if not any(f.startswith("reject") for f in findings) and not twins and self.ctx.scenario.agents.prescreen:
+        # The seed is the task's own submission and every prediction's baseline: never pre-screened.
+        screen = self.ctx.scenario.agents.prescreen and hyp is not None
+        if not any(f.startswith("reject") for f in findings) and not twins and screen:
             report = await self.ctx.backend.prescreen(kernel.source)
             prescreen = "passed" if report.outcome == "passed" else f"{report.outcome}: {report.reason}"
         view = ReviewView(source=kernel.source, base_source=base.source if base else None,
@@ -61,7 +63,11 @@ class Critic(Agent):
                           min_uplift=hyp.min_uplift if hyp else 0.0, max_uplift=hyp.max_uplift if hyp else 0.0,
                           innovation=hyp.innovation if hyp else 0.0, static_findings=findings,
                           prescreen=prescreen)
-        critique = await self.ctx.brain.review(view)
+        critique = await self.ask(f"review of kernel {kernel.id}", self.ctx.brain.review, view)
+        if critique is None:  # no review: a candidate is sent back; the seed (the baseline
+            # everything is measured against) is judged by the rules and the pre-screen alone
+            critique = Critique(approve=hyp is None, reasons=["the review failed (see the warning above)"],
+                                expected_value=0.0)
         approve, reasons, value = critique.approve, list(critique.reasons), critique.expected_value
         if twins:  # evaluations are scarce: never spend one on a kernel already queued or measured
             approve, reasons = False, [f"identical to kernel {twins[0].id}"]

@@ -32,9 +32,13 @@ EXPLORE = 0.2  # probability that the selector picks a runner-up as base
 class OfflineBrain:
     name = "offline"
 
-    def __init__(self, rng: random.Random):
+    # Techniques that only change anything on AMD hardware (ROCm-only launch knobs, MI300X's XCDs).
+    AMD_ONLY = ("amd_knobs", "xcd_remap")
+
+    def __init__(self, rng: random.Random, amd_target: bool = True):
         self.rng = rng
-        self.catalogue = {t.name: t for t in knowledge.catalogue()}
+        skip = () if amd_target else self.AMD_ONLY  # an experiment that cannot move the number is waste
+        self.catalogue = {t.name: t for t in knowledge.catalogue() if t.name not in skip}
 
     # ---- archivist: base and reference ----------------------------------------------------
     async def select(self, view: SelectionView) -> Choice:

@@ -7,6 +7,7 @@ in private modules. The evaluator depends on ``blackboard.records`` only, for it
 """
 
 from evaluator._devices import DEVICES, DeviceSpec, speed_of_light_us
+from evaluator._local import LocalBackend
 from evaluator._model import MODEL_VERSION
 from evaluator._rules import RuleFinding, static_findings
 from evaluator._sandbox import SandboxError
@@ -15,6 +16,6 @@ from evaluator._task import Task, TaskError, load_task
 from evaluator._wire import Launch, TensorArg, TorchOp
 
 __all__ = [
-    "DEVICES", "DeviceSpec", "Launch", "MODEL_VERSION", "RuleFinding", "SandboxError", "SimulatedBackend",
+    "DEVICES", "DeviceSpec", "Launch", "LocalBackend", "MODEL_VERSION", "RuleFinding", "SandboxError", "SimulatedBackend",
     "Task", "TaskError", "TensorArg", "TorchOp", "load_task", "speed_of_light_us", "static_findings",
 ]

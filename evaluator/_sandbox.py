@@ -38,7 +38,9 @@ def scrubbed_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not _SECRET_NAME.search(k) and not k.upper().startswith(_DROP_PREFIXES)}
     repo_root = str(Path(__file__).resolve().parent.parent)
-    env.update(TRITON_INTERPRET="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONPATH=repo_root,
+    # Our packages first; keep a path the user set up for carried dependencies (e.g. wheels).
+    path = os.pathsep.join(p for p in (repo_root, os.environ.get("PYTHONPATH", "")) if p)
+    env.update(TRITON_INTERPRET="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONPATH=path,
                PYTHONDONTWRITEBYTECODE="1", PYTHONHASHSEED="0")
     return env
 

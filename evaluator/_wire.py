@@ -125,3 +125,33 @@ class Ready(msgspec.Struct, frozen=True, tag="ready"):
 
 
 AnyFrame = Job | Started | Finished | Ready
+
+
+# ---- the local GPU backend's harness (evaluator/_gpu_harness.py) ----------------------------
+class GpuRequest(msgspec.Struct, frozen=True):
+    """What the trusted parent sends a GPU harness process on its stdin (never in its environment)."""
+
+    source: str
+    modules: dict[str, str]
+    tests: list[Shape]  # seeds already mixed with the secret seed
+    benchmarks: list[Shape]
+    min_calls: int = 3
+    max_calls: int = 100
+    rel_stderr: float = 0.001  # stop when the standard error falls under this share of the mean
+    shape_budget_s: float = 5.0  # wall-clock budget per ranked shape
+    l2_flush_bytes: int = 2 * 64 * 1024 * 1024
+    time_reference: bool = False  # time the task's own ref_kernel (the parent's anchor), no import
+
+
+class ShapeSamples(msgspec.Struct, frozen=True):
+    shape: Shape
+    event_us: list[float]  # device-event time of each timed call
+    host_us: list[float]  # host wall clock around the same call, each between device-wide syncs
+
+
+class GpuResult(msgspec.Struct, frozen=True):
+    status: ChildStatus | Literal["wrong_output"]
+    reason: str = ""
+    samples: list[ShapeSamples] = []
+    device: str = ""
+    versions: dict[str, str] = {}

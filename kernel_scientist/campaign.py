@@ -36,9 +36,12 @@ class Outcome:
 
 
 def _make_backend(scenario: Scenario, task):
-    from evaluator import SimulatedBackend
+    from evaluator import LocalBackend, SimulatedBackend
 
     cfg = scenario.evaluator
+    if cfg.backend == "local":
+        return LocalBackend(task, timeout_s=cfg.timeout_s, max_calls=cfg.max_calls,
+                            shape_budget_s=cfg.shape_budget_s)
     return SimulatedBackend(task, device=cfg.device, noise=cfg.noise, timeout_s=cfg.timeout_s)
 
 
@@ -68,6 +71,10 @@ def _run(scenario: Scenario, db: Path, listeners, *, resume: bool) -> Outcome:
     from evaluator import load_task
 
     wall = time.perf_counter()
+    if scenario.agents.brain != "offline":
+        from agents.llm import LLMService
+
+        LLMService.preflight(scenario)
     task = load_task(scenario.task_path())
     board = Blackboard(db)
     for listener in listeners:
@@ -89,7 +96,7 @@ def _run(scenario: Scenario, db: Path, listeners, *, resume: bool) -> Outcome:
                       text=f"campaign '{scenario.campaign.name}' on {task.name}: {scenario.campaign.hours:g} h "
                       f"({'virtual' if backend.simulated else 'wall'} clock), backend {backend.name} "
                       f"({backend.device_name}), seed {scenario.campaign.seed}; reference "
-                      f"{_us(reference.score_us if reference else None)} ({'simulated' if backend.simulated else 'measured'})")
+                      f"{_reference_text(reference, backend.simulated)}")
         else:
             released = board.release_leases()
             board.say(agent="runner", kind="info", at=board.clock(),
@@ -101,16 +108,35 @@ def _run(scenario: Scenario, db: Path, listeners, *, resume: bool) -> Outcome:
     return Outcome(db=db, resumed=resume, released=released, wall_s=time.perf_counter() - wall)
 
 
-def _us(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.1f} us"
+def _reference_text(reference, simulated: bool) -> str:
+    if reference is None or reference.score_us is None:
+        return f"n/a ({reference.outcome}: {reference.reason})" if reference else "n/a"
+    return f"{reference.score_us:.1f} us ({'simulated' if simulated else 'measured'})"
+
+
+def _amd_target(scenario: Scenario, backend) -> bool:
+    """Is the hardware being optimised for an AMD GPU (simulated MI300X, or a ROCm machine)?"""
+    if backend.simulated:
+        return scenario.evaluator.device == "mi300x"
+    return "amd" in backend.device_name.lower() or "mi3" in backend.device_name.lower()
 
 
 async def _agents(board: Blackboard, scenario: Scenario, clock: CampaignClock, backend, task) -> None:
     clock.origin = anyio.current_time()
     seed = scenario.campaign.seed
 
+    service = None
+    if scenario.agents.brain != "offline":  # a language model (or its recording) thinks
+        from agents.llm import LLMService
+
+        service = LLMService(scenario, board, clock.now)
+
     def context(name: str) -> Context:
-        brain = OfflineBrain(random.Random(zlib.crc32(f"{seed}:brain:{name}".encode())))
+        if service is not None:
+            brain = service.brain(name)
+        else:
+            brain = OfflineBrain(random.Random(zlib.crc32(f"{seed}:brain:{name}".encode())),
+                                 amd_target=_amd_target(scenario, backend))
         return Context(board=board, scenario=scenario, clock=clock, seed=seed, backend=backend,
                        task=task, brain=brain)
 

@@ -1,0 +1,183 @@
+"""One candidate on one GPU: ``python -m evaluator._gpu_harness RESULT_FD`` (a fresh process each).
+
+The trusted parent (``_local.LocalBackend``) sends a ``GpuRequest`` on stdin (the seeds are already
+mixed with its secret seed, so nothing secret is in the environment) and reads one ``GpuResult``
+from the result pipe, which this process writes together with the per-run token it was given.
+Output the candidate prints goes to stdout/stderr, which the parent truncates.
+
+The protocol, per the public harness hardened against facts/evaluation-attacks.md:
+- the reference module is loaded under a private name and removed from ``sys.modules`` before the
+  candidate is imported; the candidate runs in its own temporary working directory;
+- tests: fresh inputs per shape, outputs pre-filled with NaN, inputs verified unchanged, the
+  verdict from the task's ``check_implementation`` on a pristine copy;
+- ranked shapes: one untimed warm-up call, then between ``min_calls`` and ``max_calls`` timed calls
+  until the standard error is under ``rel_stderr`` of the mean or the shape's budget is spent;
+  before every timed call fresh inputs (seed + 13 i), a NaN-filled output and an L2 flush (a write
+  of twice the L2 size); around it device events and, between device-wide synchronizes, the host
+  clock; after it a full re-check. The first failure ends the run.
+The raw samples go back; statistics, the speed-of-light floor and the score are computed by the
+parent. A CUDA error ends this process: the next candidate gets a fresh one.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import time
+import traceback
+
+import msgspec
+
+from evaluator._task import import_reference
+from evaluator._wire import GpuRequest, GpuResult, ShapeSamples
+
+
+def _versions() -> dict[str, str]:
+    import torch
+    import triton
+
+    return {"python": sys.version.split()[0], "torch": str(torch.__version__), "triton": str(triton.__version__),
+            "cuda": str(torch.version.cuda), "hip": str(torch.version.hip)}
+
+
+def _raw(t):
+    return t.flatten().contiguous().view(__import__("torch").uint8)
+
+
+def _judge(out, data, pristine, shape, ref, when: str = "") -> str | None:
+    """The verdict on one call: a plain tensor, inputs untouched, output within tolerance."""
+    import torch
+
+    if type(out) is not torch.Tensor:
+        return f"custom_kernel returned {type(out).__name__}, not a plain torch.Tensor, on {shape.label()}{when}"
+    for i in range(len(pristine) - 1):
+        if not torch.equal(_raw(data[i]), _raw(pristine[i])):
+            return f"the kernel wrote to input {i} on {shape.label()}{when}"
+    ok, msg = ref.check_implementation(pristine, out)
+    if not ok:
+        return f"wrong output on {shape.label()} (seed {shape.seed}){when}: {' '.join(str(msg).split())[:300]}"
+    return None
+
+
+def _call(fn, data, shape, ref, pristine):
+    """Run the candidate once (untimed) and judge it; returns (output, reason or None)."""
+    import torch
+
+    out = fn(data)
+    torch.cuda.synchronize()
+    reason = _judge(out, data, pristine, shape, ref)
+    return (None, reason) if reason else (out, None)
+
+
+def _fresh(ref, shape, seed):
+    data = ref.generate_input(m=shape.m, n=shape.n, k=shape.k, seed=seed, device="cuda")
+    pristine = tuple(t.clone() for t in data)
+    data[-1].fill_(float("nan"))  # an unwritten or stale output can never pass
+    return data, pristine
+
+
+def time_shape(fn, ref, shape, req: GpuRequest, flush, stop_on_failure: bool = True):
+    """Time ``fn`` on one ranked shape; returns (ShapeSamples, first failure or None). With
+    ``stop_on_failure=False`` (the benchmark script) it keeps timing and reports the failure."""
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    failure = None
+    data, pristine = _fresh(ref, shape, shape.seed)
+    _, reason = _call(fn, data, shape, ref, pristine)  # warm-up (compiles), checked too
+    if reason:
+        if stop_on_failure:
+            return None, reason
+        failure = reason
+    events, hosts = [], []
+    began = time.perf_counter()
+    for i in range(req.max_calls):
+        data, pristine = _fresh(ref, shape, shape.seed + 13 * (i + 1))
+        flush.zero_()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        start.record()
+        out = fn(data)
+        end.record()
+        torch.cuda.synchronize()
+        t1 = time.perf_counter()
+        events.append(start.elapsed_time(end) * 1e3)
+        hosts.append((t1 - t0) * 1e6)
+        reason = _judge(out, data, pristine, shape, ref, f" during timing (call {i + 1})")
+        if reason and failure is None:
+            failure = reason
+            if stop_on_failure:
+                return None, reason
+        n = len(events)
+        if n >= req.min_calls:
+            mean = sum(events) / n
+            var = sum((x - mean) ** 2 for x in events) / (n - 1)
+            if (var / n) ** 0.5 < req.rel_stderr * mean or time.perf_counter() - began > req.shape_budget_s:
+                break
+    return ShapeSamples(shape=shape, event_us=events, host_us=hosts), failure
+
+
+def run(req: GpuRequest) -> GpuResult:
+    import torch
+
+    ref = import_reference(req.modules)
+    device = torch.cuda.get_device_name(0)
+    versions = _versions()
+    for name in ("reference", "utils", "task", "_ks_reference"):
+        sys.modules.pop(name, None)
+    phase = "import"
+    try:
+        if req.time_reference:
+            fn = ref.ref_kernel
+        else:
+            with open("submission.py", "w") as f:
+                f.write(req.source)
+            spec = importlib.util.spec_from_file_location("submission", os.path.abspath("submission.py"))
+            module = importlib.util.module_from_spec(spec)
+            sys.modules["submission"] = module
+            spec.loader.exec_module(module)
+            fn = getattr(module, "custom_kernel", None)
+        if not callable(fn):
+            return GpuResult("compile_error", "submission defines no custom_kernel(data) function", device=device)
+        for shape in req.tests:
+            phase = f"test {shape.label()}"
+            data, pristine = _fresh(ref, shape, shape.seed)
+            _, reason = _call(fn, data, shape, ref, pristine)
+            if reason:
+                return GpuResult("wrong_output", reason, device=device, versions=versions)
+        flush = torch.empty(req.l2_flush_bytes // 4, dtype=torch.float32, device="cuda")
+        samples = []
+        for shape in req.benchmarks:
+            phase = f"ranked {shape.label()}"
+            timed, reason = time_shape(fn, ref, shape, req, flush)
+            if reason:
+                return GpuResult("wrong_output", reason, device=device, versions=versions)
+            samples.append(timed)
+        return GpuResult("ok", samples=samples, device=device, versions=versions)
+    except torch.cuda.OutOfMemoryError as exc:
+        return GpuResult("oom", f"out of memory during {phase}: {str(exc).splitlines()[0][:300]}", device=device)
+    except BaseException as exc:  # the candidate may raise anything
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = next((f"{os.path.basename(fr.filename)}:{fr.lineno}" for fr in reversed(frames)
+                      if fr.filename.endswith("submission.py")), "")
+        text = " ".join(f"{type(exc).__name__}: {exc}".split())[:400]
+        kind = "compile_error" if "CompilationError" in type(exc).__name__ or phase == "import" else "crash"
+        return GpuResult(kind, f"{text} during {phase}{' at ' + where if where else ''}", device=device,
+                         versions=versions)
+
+
+def main() -> None:
+    fd = int(sys.argv[1])
+    token = sys.stdin.buffer.readline().strip()
+    req = msgspec.msgpack.decode(sys.stdin.buffer.read(), type=GpuRequest)
+    os.set_inheritable(fd, False)
+    channel = os.fdopen(fd, "wb")
+    result = run(req)
+    channel.write(token + b"\n" + msgspec.msgpack.encode(result))
+    channel.close()
+    os._exit(0)  # skip interpreter teardown: a broken CUDA context can hang at exit
+
+
+if __name__ == "__main__":
+    main()

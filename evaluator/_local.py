@@ -1,0 +1,234 @@
+"""The local backend: real timings on this machine's GPUs (CUDA or ROCm).
+
+One worker per visible GPU: an evaluation takes a free GPU (evaluations run in parallel across
+GPUs, each GPU serialised) and runs the candidate in a fresh process (``_gpu_harness``) with only
+that GPU visible, its own temporary working directory and Triton / torch-extension caches, a
+scrubbed environment, and a new session whose whole process group is killed on timeout. The
+candidate's process is never reused, so a CUDA error cannot leak into the next candidate. The
+parent computes every statistic from the raw samples it receives: means, the cross-check of device
+events against the host clock, the speed-of-light floor and the geometric mean.
+
+The critic's pre-screen stays on the CPU (the simulated backend's interpreter sandbox): it costs no
+GPU time.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import msgspec
+
+from blackboard.records import EvalReport, Outcome, Provenance, Shape, ShapeResult
+from evaluator._devices import DEVICES, speed_of_light_us
+from evaluator._rules import static_findings
+from evaluator._sandbox import scrubbed_env
+from evaluator._task import Task, mix_seed
+from evaluator._wire import GpuRequest, GpuResult
+
+_STATUS = {"compile_error": Outcome.COMPILE_ERROR, "crash": Outcome.CRASH, "oom": Outcome.OUT_OF_MEMORY,
+           "rejected": Outcome.REJECTED_BY_RULE, "wrong_output": Outcome.WRONG_OUTPUT}
+_HOST_SLACK = 1.5  # host time beyond 1.5x the events (+ launch slack) means work the events missed
+_HOST_SLACK_US = 300.0
+
+
+def _gpu_ids() -> list[int]:
+    """GPU indices visible to this process, without creating a CUDA context here."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("HIP_VISIBLE_DEVICES")
+    if visible:
+        return list(range(len([v for v in visible.split(",") if v.strip()])))
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
+        count = sum(1 for line in out.splitlines() if line.startswith("GPU "))
+    except (OSError, subprocess.TimeoutExpired):
+        count = 0
+    if count == 0:
+        import torch  # ROCm, or no nvidia-smi: ask torch (device_count does not initialise CUDA)
+
+        count = torch.cuda.device_count()
+    return list(range(count))
+
+
+def _smi(query: str) -> str:
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout
+        return out.splitlines()[0].strip() if out.strip() else ""
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def device_spec_for(name: str) -> str:
+    lowered = name.lower()
+    for key, marker in (("h200", "h200"), ("h100", "h100"), ("mi300x", "mi300")):
+        if marker in lowered:
+            return key
+    return "h100"
+
+
+class LocalBackend:
+    name = "local"
+    simulated = False
+
+    def __init__(self, task: Task, timeout_s: float = 600.0, output_limit: int = 64_000,
+                 max_calls: int = 100, shape_budget_s: float = 5.0, gpus: list[int] | None = None):
+        self.task = task
+        self.timeout_s = timeout_s
+        self.output_limit = output_limit
+        self.max_calls = max_calls
+        self.shape_budget_s = shape_budget_s
+        self.gpus = gpus if gpus is not None else _gpu_ids()
+        if not self.gpus:
+            raise RuntimeError("the local backend found no GPU (nvidia-smi and torch see none); "
+                               "use evaluator.backend = \"simulated\" on this machine")
+        self.device_name = _smi("name") or "GPU"
+        self.driver = _smi("driver_version")
+        self.spec = DEVICES[device_spec_for(self.device_name)]
+        self._free = list(self.gpus)
+        self._slots = anyio.Semaphore(len(self.gpus))
+
+    def __enter__(self) -> "LocalBackend":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    async def prescreen(self, source: str) -> EvalReport:
+        """Static rules and a syntax check only. The CPU interpreter is not a faithful stand-in for
+        every Triton version a GPU machine may have (triton 3.6's interpreter rejects the seed's
+        tensor-bounded ``range``, which compiles fine), and a pre-screen on the GPU would cost as
+        much start-up as the evaluation itself; the GPU's own test phase is the check."""
+        rejects = [f for f in static_findings(source) if f.severity == "reject"]
+        try:
+            compile(source, "submission.py", "exec")
+        except SyntaxError as exc:
+            return self._report(Outcome.COMPILE_ERROR, f"syntax error at line {exc.lineno}: {exc.msg}", 0, 0)
+        if rejects:
+            f = rejects[0]
+            return self._report(Outcome.REJECTED_BY_RULE, f"rule {f.rule} (line {f.line}): {f.detail}", 0, 0)
+        return self._report(Outcome.PASSED, "static rules and syntax clean", 0, 0)
+
+    def reference_report(self) -> EvalReport:
+        """Time the task's own PyTorch reference on the first GPU (the leaderboard's anchor)."""
+        return self._evaluate_on(self.gpus[0], "", 0, 0, reference=True)
+
+    async def evaluate(self, source: str, *, submission_id: int, secret_seed: int) -> EvalReport:
+        rejects = [f for f in static_findings(source) if f.severity == "reject"]
+        if rejects:
+            f = rejects[0]
+            return self._report(Outcome.REJECTED_BY_RULE, f"rule {f.rule} (line {f.line}): {f.detail}",
+                                submission_id, secret_seed)
+        async with self._slots:
+            gpu = self._free.pop(0)
+            try:
+                return await anyio.to_thread.run_sync(self._evaluate_on, gpu, source, submission_id,
+                                                      secret_seed)
+            finally:
+                self._free.append(gpu)
+
+    # ---- one candidate in one fresh process -------------------------------------------------
+    def _evaluate_on(self, gpu: int, source: str, submission_id: int, secret_seed: int,
+                     reference: bool = False) -> EvalReport:
+        def mixed(s: Shape) -> Shape:
+            return Shape(s.m, s.n, s.k, mix_seed(s.seed, secret_seed))
+
+        req = GpuRequest(source=source, modules=self.task.modules,
+                         tests=[mixed(s) for s in self.task.tests],
+                         benchmarks=[mixed(s) for s in self.task.benchmarks], max_calls=self.max_calls,
+                         shape_budget_s=self.shape_budget_s, time_reference=reference,
+                         l2_flush_bytes=int(2 * 2**20 * max(self.spec.l2_mb_per_domain * self.spec.l2_domains,
+                                                          self.spec.llc_mb)))
+        token = secrets.token_hex(16).encode()
+        workdir = tempfile.mkdtemp(prefix="ks-gpu-")
+        env = scrubbed_env()
+        env.pop("TRITON_INTERPRET", None)
+        env.update(CUDA_VISIBLE_DEVICES=str(gpu), HIP_VISIBLE_DEVICES=str(gpu),
+                   TRITON_CACHE_DIR=os.path.join(workdir, ".triton"),
+                   TORCH_EXTENSIONS_DIR=os.path.join(workdir, ".torch_ext"))
+        read_fd, write_fd = os.pipe()
+        log = open(os.path.join(workdir, ".output"), "w+b")
+        began = time.perf_counter()
+        try:
+            proc = subprocess.Popen([sys.executable, "-m", "evaluator._gpu_harness", str(write_fd)],
+                                    cwd=workdir, env=env, stdin=subprocess.PIPE, stdout=log, stderr=log,
+                                    pass_fds=(write_fd,), start_new_session=True)
+            os.close(write_fd)
+            proc.stdin.write(token + b"\n" + msgspec.msgpack.encode(req))
+            proc.stdin.close()
+            try:
+                proc.wait(timeout=self.timeout_s)
+                timed_out = False
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            self._kill_group(proc)
+            with os.fdopen(read_fd, "rb") as channel:
+                payload = channel.read()
+            log.seek(0)
+            output = log.read(self.output_limit).decode(errors="replace")
+        finally:
+            log.close()
+            shutil.rmtree(workdir, ignore_errors=True)
+        wall = time.perf_counter() - began
+        if timed_out:
+            return self._report(Outcome.TIMEOUT, f"exceeded the {self.timeout_s:g} s limit; its process group "
+                                "was killed", submission_id, secret_seed, wall=wall)
+        head, _, body = payload.partition(b"\n")
+        if head != token or not body:
+            code = proc.returncode
+            why = f"killed by {signal.Signals(-code).name}" if code and code < 0 else f"exited with code {code}"
+            last = [ln for ln in output.strip().splitlines() if ln.strip()][-1:] or [""]
+            return self._report(Outcome.CRASH, f"{why} before reporting a result; last output: {last[0][:200]}",
+                                submission_id, secret_seed, wall=wall)
+        result = msgspec.msgpack.decode(body, type=GpuResult)
+        if result.status != "ok":
+            return self._report(_STATUS[result.status], result.reason, submission_id, secret_seed, wall=wall,
+                                versions=result.versions)
+        return self._timed(result, submission_id, secret_seed, wall)
+
+    @staticmethod
+    def _kill_group(proc: subprocess.Popen) -> None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+    def _timed(self, result: GpuResult, submission_id: int, secret_seed: int, wall: float) -> EvalReport:
+        shapes = []
+        for s in result.samples:
+            sol = speed_of_light_us(s.shape, self.spec)
+            event = sum(s.event_us) / len(s.event_us)
+            host = sorted(s.host_us)[len(s.host_us) // 2]
+            flagged = None
+            time_us = event
+            if host > _HOST_SLACK * sorted(s.event_us)[len(s.event_us) // 2] + _HOST_SLACK_US:
+                flagged, time_us = "device events disagree with the host clock; host time used", sum(s.host_us) / len(s.host_us)
+            if time_us < sol:
+                flagged, time_us = f"faster than the speed of light ({sol:.1f} us); floored", sol
+            shapes.append(ShapeResult(shape=s.shape, passed=True, time_us=round(time_us, 3), sol_us=round(sol, 3),
+                                      flagged=flagged))
+        score = math.exp(sum(math.log(x.time_us) for x in shapes) / len(shapes))
+        calls = sum(len(s.event_us) for s in result.samples)
+        return self._report(Outcome.PASSED, f"passed {len(self.task.tests)} tests and {len(shapes)} ranked "
+                            f"shapes ({calls} timed calls, each re-checked)", submission_id, secret_seed,
+                            wall=wall, score=score, shapes=shapes, versions=result.versions)
+
+    def _report(self, outcome, reason, submission_id, secret_seed, wall=0.0, score=None, shapes=(),
+                versions=None) -> EvalReport:
+        prov = Provenance(
+            backend="local", simulated=False, device=self.device_name,
+            timing_method="device events per call, cross-checked with the host clock between device-wide "
+            "synchronizes; L2 flushed and fresh inputs before every call; every output re-checked",
+            versions={**(versions or {}), "driver": self.driver, "sm_clock": _smi("clocks.sm")},
+            seeds=[submission_id], notes=f"wall {wall:.1f} s; seeds mixed with the campaign's secret seed")
+        return EvalReport(outcome=outcome, reason=reason, provenance=prov, score_us=score, shapes=list(shapes),
+                          checked_shapes=list(self.task.tests), duration_s=0.0)

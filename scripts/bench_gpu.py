@@ -1,0 +1,148 @@
+"""Benchmark on a GPU, in one run, on the task's ranked shapes: the PyTorch reference, torch's
+block-scaled ``_scaled_mm`` (after making a and b K-contiguous), the seed kernel, and the best
+kernel of a blackboard. Prints a table (per shape and geometric mean, with pass/fail) and writes it
+as JSON.
+
+Every number is measured with the local backend's harness protocol (``evaluator._gpu_harness.
+time_shape``): fresh inputs and an L2 flush before every call, device events around it, every
+output checked against the reference with the task's tolerance; here a failed check is recorded
+and timing goes on, so that a fast but wrong method still gets a time.
+
+    python scripts/bench_gpu.py [--db runs/x.sqlite] [--out bench.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import sys
+import tempfile
+import time
+from datetime import date
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def _module_from_source(name: str, source: str):
+    path = Path(tempfile.mkdtemp()) / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.custom_kernel
+
+
+_LAYOUT: list = []  # the scale layout this torch accepts, found on the first call
+
+
+def _scaled_mm(data):
+    """torch's block-scaled fp8 GEMM: 1x128 scales for a, 128x128 for b, K-contiguous operands.
+    torch versions differ in the scale layouts they accept; the first that runs is kept."""
+    import torch
+
+    a, b, a_scale, b_scale, c = data
+    layouts = _LAYOUT or [
+        (lambda s: s, lambda s: s.contiguous().t()), (lambda s: s, lambda s: s), (lambda s: s, lambda s: s.t()),
+        (lambda s: s, lambda s: s.contiguous()), (lambda s: s, lambda s: s.t().contiguous()),
+        (lambda s: s.contiguous(), lambda s: s.contiguous()), (lambda s: s.contiguous(), lambda s: s.t().contiguous()),
+    ]
+    errors = []
+    for fa, fb in layouts:
+        try:
+            out = torch._scaled_mm(a.contiguous(), b.contiguous().t(), scale_a=fa(a_scale), scale_b=fb(b_scale),
+                                   out_dtype=torch.bfloat16)
+        except RuntimeError as exc:
+            errors.append(str(exc).splitlines()[0])
+            continue
+        if not _LAYOUT:
+            _LAYOUT.append((fa, fb))
+        c.copy_(out)
+        return c
+    raise RuntimeError("no scale layout accepted: " + " | ".join(sorted(set(errors)))[:300])
+
+
+def main() -> int:
+    import torch
+
+    from blackboard import open_existing
+    from evaluator import load_task, speed_of_light_us, DEVICES
+    from evaluator._gpu_harness import time_shape
+    from evaluator._local import device_spec_for
+    from evaluator._task import import_reference
+    from evaluator._wire import GpuRequest
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--task", type=Path, default=ROOT / "evaluator" / "tasks" / "amd_fp8_mm")
+    p.add_argument("--db", type=Path, help="blackboard whose best kernel to include")
+    p.add_argument("--kernel", type=int, help="that blackboard's kernel id (default: its best)")
+    p.add_argument("--out", type=Path, default=Path("bench.json"))
+    p.add_argument("--max-calls", type=int, default=100)
+    p.add_argument("--budget", type=float, default=3.0, help="wall seconds per method and shape")
+    args = p.parse_args()
+
+    task = load_task(args.task)
+    ref = import_reference(task.modules)
+    gpu = torch.cuda.get_device_name(0)
+    spec = DEVICES[device_spec_for(gpu)]
+    methods = {"reference": ref.ref_kernel, "scaled_mm": _scaled_mm,
+               "seed": _module_from_source("seed_kernel", task.seed_source)}
+    if args.db:
+        from kernel_scientist import status
+
+        with open_existing(args.db) as board:
+            kid = args.kernel or status.status(board).best.kernel_id
+            methods[f"kernel {kid}"] = _module_from_source("best_kernel", board.kernel(kid).source)
+    req = GpuRequest(source="", modules=task.modules, tests=[], benchmarks=task.benchmarks,
+                     max_calls=args.max_calls, shape_budget_s=args.budget)
+    flush = torch.empty(int(2 * 2**20 * max(spec.l2_mb_per_domain * spec.l2_domains, spec.llc_mb)) // 4,
+                        dtype=torch.float32, device="cuda")
+    rows: dict[str, list[dict]] = {}
+    for name, fn in methods.items():
+        rows[name] = []
+        for shape in task.benchmarks:
+            try:
+                samples, failure = time_shape(fn, ref, shape, req, flush, stop_on_failure=False)
+                t = sum(samples.event_us) / len(samples.event_us)
+                rows[name].append({"shape": shape.label(), "us": round(t, 2), "passed": failure is None,
+                                   "calls": len(samples.event_us), "failure": failure})
+            except Exception as exc:  # a method that cannot run at all on this stack
+                rows[name].append({"shape": shape.label(), "us": None, "passed": False, "calls": 0,
+                                   "failure": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"})
+            print(f"  {name:>12} {shape.label():>16}: {rows[name][-1]['us']} us "
+                  f"{'pass' if rows[name][-1]['passed'] else 'FAIL'}", flush=True)
+    sol = {s.label(): speed_of_light_us(s, spec) for s in task.benchmarks}
+    summary = {}
+    for name, r in rows.items():
+        times = [x["us"] for x in r if x["us"]]
+        summary[name] = {"geomean_us": round(math.exp(sum(map(math.log, times)) / len(times)), 2)
+                         if len(times) == len(r) else None,
+                         "passed_shapes": sum(x["passed"] for x in r), "shapes": len(r)}
+    import triton
+
+    result = {"date": date.today().isoformat(), "gpu": gpu, "torch": str(torch.__version__), "triton": str(triton.__version__),
+              "cuda": torch.version.cuda, "hip": torch.version.hip, "method": __doc__.split("\n\n")[1].replace("\n", " "),
+              "speed_of_light_geomean_us": round(math.exp(sum(math.log(v) for v in sol.values()) / len(sol)), 2),
+              "summary": summary, "rows": rows, "at": time.time()}
+    args.out.write_text(json.dumps(result, indent=1))
+    names = list(rows)
+    print(f"\n{gpu}, torch {torch.__version__}, triton {triton.__version__} ({result['date']}); us per call")
+    print(f"{'shape':>16} " + " ".join(f"{n:>14}" for n in names) + f" {'SoL':>8}")
+    for i, shape in enumerate(task.benchmarks):
+        cells = []
+        for n in names:
+            x = rows[n][i]
+            cells.append(f"{'n/a' if x['us'] is None else format(x['us'], '.1f')}{'' if x['passed'] else ' FAIL':>5}".rjust(14))
+        print(f"{shape.label():>16} " + " ".join(cells) + f" {sol[shape.label()]:8.1f}")
+    geo = [summary[n]["geomean_us"] for n in names]
+    print(f"{'geomean':>16} " + " ".join(f"{'n/a' if g is None else format(g, '.1f'):>14}" for g in geo)
+          + f" {result['speed_of_light_geomean_us']:8.1f}")
+    print(f"{'passed':>16} " + " ".join(f"{summary[n]['passed_shapes']:>11}/{summary[n]['shapes']}" for n in names))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
