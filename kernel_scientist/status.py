@@ -75,7 +75,7 @@ def render(board: Blackboard, top: int = 10) -> str:
     label = "simulated" if st.simulated else "measured"
     lines = [
         f"{st.task} on {st.device or 'no evaluations yet'} — backend {st.backend} ({label}), seed {st.seed}, "
-        f"{st.virtual_hours:.1f} campaign hours",
+        f"{board.clock() / 3600:.2f} campaign hours ({'virtual' if st.simulated else 'wall'} clock)",
         f"{st.submissions} submissions, {st.evaluations} evaluations ({st.failed} failed), "
         f"{st.rejected} kernels sent back by the critic",
         f"seed kernel {_fmt(st.seed_score_us)}, PyTorch reference {_fmt(st.reference_score_us)} "

@@ -1,0 +1,105 @@
+"""The local GPU backend's parts that need no GPU: statistics in the parent, the pre-screen, the
+ROCm code path of the kernels, and the one-file `evaluate` / `export` commands."""
+
+import importlib.util
+import math
+
+import pytest
+import torch
+
+import knowledge
+from blackboard import Shape
+from evaluator import LocalBackend, load_task, speed_of_light_us
+from evaluator._wire import GpuResult, ShapeSamples
+
+from _support import ROOT, SCENARIOS, cli
+
+TASK = ROOT / "evaluator" / "tasks" / "amd_fp8_mm"
+
+
+@pytest.fixture(scope="module")
+def local():
+    return LocalBackend(load_task(TASK), gpus=[0])  # named GPUs: no detection, nothing started
+
+
+def test_statistics_floor_and_flag_in_the_parent(local):
+    a, b = local.task.benchmarks[:2]
+    sol = speed_of_light_us(a, local.spec)
+    result = GpuResult("ok", samples=[
+        ShapeSamples(shape=a, event_us=[sol / 10] * 5, host_us=[sol / 10 + 20] * 5),  # impossibly fast
+        ShapeSamples(shape=b, event_us=[100.0, 102.0, 98.0], host_us=[900.0, 905.0, 910.0]),  # side work
+    ], device="test")
+    report = local._timed(result, submission_id=1, secret_seed=2, wall=1.0)
+    first, second = report.shapes
+    assert first.time_us == pytest.approx(sol, rel=1e-3) and "speed of light" in first.flagged
+    assert second.time_us == pytest.approx(905.0) and "host clock" in second.flagged
+    assert report.score_us == pytest.approx(math.sqrt(first.time_us * second.time_us))
+    assert report.provenance.simulated is False and report.provenance.backend == "local"
+
+
+async def test_prescreen_is_rules_and_syntax_only(local):
+    assert (await local.prescreen(local.task.seed_source)).outcome == "passed"
+    assert (await local.prescreen("def custom_kernel(data):\n    return (\n")).outcome == "compile_error"
+    cheat = "import torch\ndef custom_kernel(data):\n    a, b, sa, sb, c = data\n    return torch.matmul(a.float(), b.float().T)\n"
+    assert (await local.prescreen(cheat)).outcome == "rejected_by_rule"
+
+
+def _module(source, tmp_path):
+    path = tmp_path / "k.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("k", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_amd_knobs_are_passed_only_on_rocm(tmp_path, monkeypatch):
+    seed = load_task(TASK).seed_source
+    technique = knowledge.technique("amd_knobs")
+    variant = technique.variants(seed)[0]
+    mod = _module(technique.apply(seed, variant.params), tmp_path)
+    monkeypatch.setattr(torch.version, "hip", None)
+    assert "waves_per_eu" not in mod.select_config(1024, 1536, 7168)
+    monkeypatch.setattr(torch.version, "hip", "6.4.0")
+    cfg = mod.select_config(1024, 1536, 7168)
+    assert cfg["waves_per_eu"] == variant.params["waves_per_eu"]
+    assert cfg["matrix_instr_nonkdim"] == variant.params["matrix_instr_nonkdim"]
+
+
+def test_fp8_flavour_follows_the_platform(monkeypatch):
+    from evaluator._task import import_reference
+
+    ref = import_reference(load_task(TASK).modules)
+    monkeypatch.setattr(torch.version, "hip", "6.4.0")
+    assert ref.fp8_dtype() == torch.float8_e4m3fnuz
+    a = ref.generate_input(m=64, n=64, k=128, seed=1, device="cpu")[0]
+    assert a.dtype == torch.float8_e4m3fnuz and a.stride() == (1, 64)
+    monkeypatch.setattr(torch.version, "hip", None)
+    assert ref.fp8_dtype() == torch.float8_e4m3fn
+
+
+def test_evaluate_command_exit_codes(tmp_path):
+    ok = cli("evaluate", str(TASK / "submission.py"))
+    assert ok.returncode == 0 and "passed" in ok.stdout and "simulated" in ok.stdout
+    assert "1024x1536x7168" in ok.stdout
+    wrong = tmp_path / "zeros.py"
+    wrong.write_text("def custom_kernel(data):\n    c = data[-1]\n    c.zero_()\n    return c\n")
+    bad = cli("evaluate", str(wrong), "--json")
+    assert bad.returncode == 1 and '"outcome":"wrong_output"' in bad.stdout
+    assert cli("evaluate", str(tmp_path / "missing.py")).returncode == 2
+    assert cli("evaluate", str(wrong), "--backend", "cloud").returncode == 2
+
+
+def test_export_writes_a_leaderboard_file(tmp_path):
+    db = tmp_path / "c.sqlite"
+    run = cli("run", str(SCENARIOS / "smoke.toml"), "--db", str(db), "--quiet", "--set", "campaign.hours=1")
+    assert run.returncode == 0, run.stderr[-2000:]
+    out = tmp_path / "best.py"
+    assert cli("export", "--db", str(db), "--out", str(out)).returncode == 0
+    lines = out.read_text().splitlines()
+    assert lines[:2] == ["#!POPCORN leaderboard amd-fp8-mm", "#!POPCORN gpus MI300"]
+    assert sum(line.startswith("#!POPCORN") for line in lines) == 2
+    assert "def custom_kernel" in out.read_text()
+    assert cli("export", "--db", str(db), "--kernel", "9999", "--out", str(out)).returncode == 2
+    again = cli("evaluate", str(out))
+    assert again.returncode == 0
