@@ -21,6 +21,7 @@ the bytes, out of the candidate's reach (facts/evaluation-attacks.md).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import resource
@@ -91,6 +92,8 @@ def _classify(exc: BaseException, phase: str) -> ChildResult:
     msg = f"{type(inner).__name__}: {_one_line(inner)}{where}"
     if isinstance(inner, MemoryError):
         return ChildResult("oom", f"MemoryError during {phase}")
+    if isinstance(inner, RuntimeError) and "can't allocate memory" in str(inner):  # torch's CPU allocator
+        return ChildResult("oom", f"out of memory during {phase}: {msg}")
     if isinstance(inner, (SyntaxError, CompilationError)) or (phase == "import" and isinstance(inner, ImportError)):
         return ChildResult("compile_error", msg)
     if isinstance(exc, InterpreterError):
@@ -116,7 +119,7 @@ def meta_inputs(ref, shape: Shape):
         return tuple(torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta") for t in fake)
 
 
-def _check_one(fn, shape: Shape, data: tuple) -> CheckOutput | ChildResult:
+def _check_one(fn, shape: Shape, data: tuple, launches: list[Launch] | None = None) -> CheckOutput | ChildResult:
     import torch
 
     clones = tuple(t.clone() for t in data)
@@ -124,7 +127,7 @@ def _check_one(fn, shape: Shape, data: tuple) -> CheckOutput | ChildResult:
     if out_slot.is_floating_point():
         out_slot.fill_(float("nan"))  # stale or skipped writes cannot pass as zeros
     ops: list[TorchOp] = []
-    with capture_launches([], ops, execute=True):
+    with capture_launches([] if launches is None else launches, ops, execute=True):
         out = fn(clones)
     if type(out) is not torch.Tensor:
         return ChildResult("crash", f"custom_kernel returned {type(out).__name__}, not a plain torch.Tensor, on {shape.label()}")
@@ -143,6 +146,23 @@ def _check_one(fn, shape: Shape, data: tuple) -> CheckOutput | ChildResult:
                        inputs_modified=", ".join(modified) or None)
 
 
+def probe_index(shapes: list[Shape]) -> int:
+    """The check shape that is probed on meta inputs and re-checked after capture: the largest, so
+    that a cheat which launches fewer tiles shows in its grid."""
+    return max(range(len(shapes)), key=lambda i: (shapes[i].m * shapes[i].n * shapes[i].k, -i))
+
+
+def recheck_index(shapes: list[Shape]) -> int:
+    """The check shape run again after launch capture ("correct first, wrong later"): the smallest,
+    which costs the interpreter least; any shape catches a kernel that changes its answers."""
+    return min(range(len(shapes)), key=lambda i: (shapes[i].m * shapes[i].n * shapes[i].k, i))
+
+
+def _launch_plan(launches: list[Launch]) -> list[tuple]:
+    """What must not depend on whether the data is real: which kernels, on which grids, how."""
+    return [(x.kernel, tuple(x.grid), x.num_warps, x.num_stages, sorted(x.constexprs.items())) for x in launches]
+
+
 def _work(req: ChildRequest, workdir: Path) -> ChildResult:
     import shutil
 
@@ -153,6 +173,10 @@ def _work(req: ChildRequest, workdir: Path) -> ChildResult:
     ref = import_reference(req.modules)
     checks_in = [(s, ref.generate_input(m=s.m, n=s.n, k=s.k, seed=s.seed, device="cpu")) for s in req.check]
     bench_in = [(s, meta_inputs(ref, s)) for s in req.bench]
+    # The first check shape again on meta inputs: its recorded launches must match the real run's, or
+    # the timing (recorded on meta) would be of work the checked run did not do.
+    probe = probe_index(req.check) if req.mode == "evaluate" and req.check else None
+    probe_in = meta_inputs(ref, req.check[probe]) if probe is not None else None
     del ref
     shutil.copy(req.modules["task"], workdir / "task.py")  # submissions do `from task import input_t`
     for name in ("reference", "utils", "_ks_reference"):
@@ -169,12 +193,23 @@ def _work(req: ChildRequest, workdir: Path) -> ChildResult:
         if not callable(fn):
             return ChildResult("compile_error", "submission defines no custom_kernel(data) function")
         checks: list[CheckOutput] = []
-        for shape, data in checks_in:
+        real_launches: list[Launch] = []
+        for i, (shape, data) in enumerate(checks_in):
             phase = f"the correctness run on {shape.label()}"
-            got = _check_one(fn, shape, data)
+            got = _check_one(fn, shape, data, real_launches if i == probe else None)
             if isinstance(got, ChildResult):
                 return got
             checks.append(got)
+        if probe_in is not None:
+            phase = f"launch capture on meta tensors ({req.check[probe].label()})"
+            probed: list[Launch] = []
+            with capture_launches(probed, [], choose=lambda opts: 0):  # execute=True runs configs[0] too
+                fn(probe_in)
+            if _launch_plan(probed) != _launch_plan(real_launches):
+                return ChildResult("rejected", f"rule meta_consistency: on {req.check[probe].label()} the launches recorded "
+                                   f"on meta inputs ({len(probed)}: {_one_line(_launch_plan(probed), 160)}) differ from "
+                                   f"the checked run's ({len(real_launches)}: {_one_line(_launch_plan(real_launches), 160)}); "
+                                   "launch the same work whatever the device")
         captures: list[Capture] = []
         if req.mode == "evaluate":
             from evaluator._devices import DEVICES
@@ -185,13 +220,37 @@ def _work(req: ChildRequest, workdir: Path) -> ChildResult:
                 phase = f"launch capture on meta tensors ({shape.label()})"
                 launches: list[Launch] = []
                 ops: list[TorchOp] = []
-                with capture_launches(launches, ops, choose=lambda opts, s=shape: min(
+                with _platform(device), capture_launches(launches, ops, choose=lambda opts, s=shape: min(
                         range(len(opts)), key=lambda i: launches_time_us(opts[i], s, device))):
                     fn(data)
                 captures.append(Capture(shape=shape, launches=launches, torch_ops=ops))
+            if probe is not None:  # re-check after capture: correct during the checks, wrong later is caught
+                shape, data = checks_in[recheck_index(req.check)]
+                phase = f"the re-check on {shape.label()} after launch capture"
+                got = _check_one(fn, shape, data)
+                if isinstance(got, ChildResult):
+                    return got
+                checks.append(got)
         return ChildResult("ok", checks=checks, captures=captures)
     except BaseException as exc:  # the candidate may raise anything, SystemExit included
         return _classify(exc, phase)
+
+
+@contextlib.contextmanager
+def _platform(device):
+    """While launches are captured for an AMD device, the candidate sees a ROCm torch, so that it
+    takes its ROCm branch (``waves_per_eu``, ``matrix_instr_nonkdim``...) and the model times the
+    launch the real MI300X would get. The correctness run stays on the CPU's own branch: the
+    interpreter knows no AMD launch options."""
+    import torch
+
+    saved = torch.version.hip
+    if device.l2_domains > 1:  # MI300X's XCDs: the AMD spec
+        torch.version.hip = "6.4.0 (simulated)"
+    try:
+        yield
+    finally:
+        torch.version.hip = saved
 
 
 def child_main(req: ChildRequest, workdir: str, output_fd: int, mem_limit_mb: int) -> None:

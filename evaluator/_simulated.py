@@ -24,6 +24,7 @@ import msgspec
 import numpy as np
 
 from blackboard.records import EvalReport, Outcome, Provenance, Shape, ShapeResult
+from evaluator._child import recheck_index
 from evaluator._devices import DEVICES, speed_of_light_us
 from evaluator._model import MODEL_VERSION, ModelInfeasible, is_vector_gemm, capture_time_us
 from evaluator._rules import static_findings
@@ -157,27 +158,37 @@ class SimulatedBackend:
             more = f" (+{len(rejects) - 1} more)" if len(rejects) > 1 else ""
             return self._report(mode, Outcome.REJECTED_BY_RULE, f"rule {f.rule} (line {f.line}): {f.detail}{more}",
                                 prov, [], 0.0)
-        shapes = self.task.check_shapes if mode == "evaluate" else [min(self.task.check_shapes, key=lambda s: s.m * s.n * s.k)]
-        checks = [Shape(s.m, s.n, s.k, mix_seed(s.seed, secret_seed)) for s in shapes]
-        request = ChildRequest(mode=mode, source=source, task_dir=self.task.path, modules=self.task.modules,
-                               check=checks, bench=self.task.benchmarks if mode == "evaluate" else [],
-                               device=self.device.name, mem_limit_mb=self.mem_limit_mb)
+        request = self._request(mode, source, secret_seed)
+        checks = request.check
         job = self._server.run(request, self.timeout_s, self.output_limit)
         failed = self._failure(job)
         if failed is not None:
             outcome, reason = failed
             return self._report(mode, outcome, reason, prov, [], self._failed_duration(outcome))
-        result = _result_decoder.decode(job.finished.result)
+        try:
+            result = _result_decoder.decode(job.finished.result)
+        except msgspec.DecodeError as exc:
+            return self._report(mode, Outcome.CRASH, f"the result channel held no valid result ({exc}); "
+                                "it may have been forged", prov, [], self._failed_duration(Outcome.CRASH))
         if result.status != "ok":
             outcome = _STATUS[result.status]
             return self._report(mode, outcome, result.reason + _last_line(job.finished.output) * (outcome is Outcome.CRASH),
                                 prov, [], self._failed_duration(outcome))
-        verdict = self._judge(result.checks, checks)
+        # evaluate re-checks the first shape after launch capture (_child._work)
+        recheck = [checks[recheck_index(checks)]] if mode == "evaluate" and checks else []
+        verdict = self._judge(result.checks, checks + recheck)
         if verdict is not None:
             return self._report(mode, Outcome.WRONG_OUTPUT, verdict, prov, checks, self._failed_duration(Outcome.WRONG_OUTPUT))
         if mode == "prescreen":
             return self._report(mode, Outcome.PASSED, f"passed the pre-screen on {checks[0].label()}", prov, checks, 0.0)
         return self._timed(result, prov, checks, submission_id, secret_seed)
+
+    def _request(self, mode: str, source: str, secret_seed: int) -> ChildRequest:
+        shapes = self.task.check_shapes if mode == "evaluate" else [min(self.task.check_shapes, key=lambda s: s.m * s.n * s.k)]
+        checks = [Shape(s.m, s.n, s.k, mix_seed(s.seed, secret_seed)) for s in shapes]
+        return ChildRequest(mode=mode, source=source, task_dir=self.task.path, modules=self.task.modules,
+                            check=checks, bench=self.task.benchmarks if mode == "evaluate" else [],
+                            device=self.device.name, mem_limit_mb=self.mem_limit_mb)
 
     def _failure(self, job: JobOutcome) -> tuple[Outcome, str] | None:
         fin = job.finished
@@ -191,6 +202,9 @@ class SimulatedBackend:
             return Outcome.CRASH, f"killed by {name}{hint}{_last_line(fin.output)}"
         if fin.result is None:
             return Outcome.CRASH, f"exited with code {fin.exit_code} before reporting a result{_last_line(fin.output)}"
+        if fin.exit_code != 0:  # the harness exits 0 only after writing its own result: this one is not its
+            return Outcome.CRASH, (f"exited with code {fin.exit_code} leaving a result the harness did not finish; "
+                                   f"the result channel may have been forged{_last_line(fin.output)}")
         return None
 
     def _judge(self, outputs: list[CheckOutput], expected_shapes: list[Shape]) -> str | None:
@@ -202,9 +216,11 @@ class SimulatedBackend:
         ref = self._reference
         if [o.shape for o in outputs] != expected_shapes:
             return "the candidate's process returned outputs for other shapes than were asked"
-        for out in outputs:
+        for i, out in enumerate(outputs):
             s = out.shape
             where = f"on check shape {s.label()} (seed {s.seed})"
+            if i >= len(set(expected_shapes)):
+                where += " on the re-check after launch capture"
             if out.inputs_modified:
                 return f"wrong output {where}: the kernel wrote to its inputs ({out.inputs_modified})"
             dtype = getattr(torch, out.dtype, None)

@@ -58,7 +58,8 @@ def render(report, file) -> str:
     prov = report.provenance
     label = "simulated" if prov.simulated else "measured"
     lines = [f"{file}: {report.outcome} — {report.reason}",
-             f"  backend {prov.backend} on {prov.device} ({label}); timing: {prov.timing_method}"]
+             f"  backend {prov.backend} on {prov.device}{'' if label in prov.device else f' ({label})'}; "
+             f"timing: {prov.timing_method}"]
     if report.score_us is not None:
         lines.append(f"  score {report.score_us:.1f} us (geometric mean over {len(report.shapes)} ranked shapes, {label})")
         for s in report.shapes:
