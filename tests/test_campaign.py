@@ -2,7 +2,6 @@
 
 import json
 import math
-import os
 import shutil
 import signal
 import sqlite3
@@ -13,9 +12,9 @@ import time
 import msgspec
 import pytest
 
-from blackboard import Blackboard, KernelState, open_existing
+from blackboard import KernelState, open_existing
 
-from _support import ROOT, SCENARIOS, cli
+from _support import ROOT, SCENARIOS, cli, fingerprint
 
 AGENTS = {"archivist", "theorist", "critic", "evaluator", "engineer-1", "engineer-2"}
 
@@ -67,20 +66,11 @@ def test_limits_never_exceeded(smoke):
         assert running <= in_flight
 
 
-def _fingerprint(db):
-    with open_existing(db) as board:
-        kernels = [(k.id, k.source_hash, k.state, k.author, k.parent_id, k.hypothesis_id, k.created_at)
-                   for k in board.kernels()]
-        evals = [(e.kernel_id, e.started_at, e.report.outcome, e.report.score_us) for e in board.evaluations()]
-        msgs = [(m.at, m.agent, m.kind, m.text) for m in board.messages()]
-    return kernels, evals, msgs
-
-
 def test_same_seed_same_campaign(smoke, tmp_path):
     again, _ = _run_smoke(tmp_path, "again")
-    assert _fingerprint(again) == _fingerprint(smoke[0])
+    assert fingerprint(again) == fingerprint(smoke[0])
     other, _ = _run_smoke(tmp_path, "other", "--set", "campaign.seed=8")
-    assert _fingerprint(other)[0] != _fingerprint(smoke[0])[0]
+    assert fingerprint(other)[0] != fingerprint(smoke[0])[0]
 
 
 def _task_with_seed(tmp_path, source):

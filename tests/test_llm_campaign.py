@@ -10,7 +10,7 @@ import pytest
 
 from blackboard import KernelState, open_existing
 
-from _support import SCENARIOS, cli
+from _support import SCENARIOS, cli, fingerprint
 from llm_server import INJECTION, ScriptedServer
 
 SECRET = "sk-ant-test-SECRET-4711"
@@ -35,15 +35,6 @@ def _run(tmp_path, name, overrides, env_key=SECRET):
     assert result.returncode == 0, result.stderr[-3000:]
     assert env_key == "" or env_key not in result.stdout + result.stderr
     return db
-
-
-def fingerprint(db):
-    with open_existing(db) as board:
-        kernels = [(k.id, k.source_hash, k.state, k.author, k.parent_id, k.hypothesis_id, k.created_at)
-                   for k in board.kernels()]
-        evals = [(e.kernel_id, e.started_at, e.report.outcome, e.report.score_us) for e in board.evaluations()]
-        msgs = [(m.at, m.agent, m.kind, m.text) for m in board.messages()]
-    return kernels, evals, msgs
 
 
 def _check_campaign(db, server):
