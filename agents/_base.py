@@ -22,6 +22,7 @@ from loguru import logger
 from blackboard import Blackboard, KernelState, HypothesisState, Scenario, SubmissionState
 
 SLOTS = 64
+SEED_PRIORITY = 1e6  # the seed is every prediction's baseline: first in the evaluation queue
 MAX_BRAIN_FAILURES = 3  # consecutive failed brain steps after which an agent stops asking
 
 

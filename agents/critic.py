@@ -12,11 +12,10 @@ import anyio
 
 from blackboard import HypothesisState, Kernel, KernelState, Verdict
 
-from ._base import Agent
+from ._base import SEED_PRIORITY, Agent
 from ._views import uplift
 from .brain import Critique, ReviewView
 
-SEED_PRIORITY = 1e6  # the seed is the baseline every prediction is measured against: first in line
 
 
 class Critic(Agent):
@@ -75,11 +74,13 @@ class Critic(Agent):
             approve = False  # the rules and the pre-screen bind whatever the brain thinks
         if hyp is None and approve:
             value = SEED_PRIORITY
+            reasons = ["the seed: every prediction's baseline, queued first; static rules clean"]
         board.review(kernel_id=kernel.id, reviewer=self.name, approved=approve, reasons=reasons,
                      at=self.now(), expected_value=value)
         if approve:
             queued = len(board.submissions("queued"))
-            self.say("review", f"kernel {kernel.id} approved, queued with expected value {value:+.3f} "
+            priority = "first" if value == SEED_PRIORITY else f"with expected value {value:+.3f}"
+            self.say("review", f"kernel {kernel.id} approved, queued {priority} "
                      f"({queued} in queue): " + "; ".join(reasons), kernel_id=kernel.id,
                      hypothesis_id=kernel.hypothesis_id)
         else:

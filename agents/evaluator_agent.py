@@ -17,7 +17,7 @@ import anyio
 
 from blackboard import Submission
 
-from ._base import Agent
+from ._base import SEED_PRIORITY, Agent
 
 
 class EvaluatorAgent(Agent):
@@ -67,9 +67,11 @@ class EvaluatorAgent(Agent):
         kernel = board.kernel(sub.kernel_id)
         started = self.now()
         waiting = len(board.submissions("queued"))
+        why = ("the seed baseline" if sub.expected_value >= SEED_PRIORITY
+               else f"expected value {sub.expected_value:+.3f}")
         board.say(agent=self.name, kind="queue", at=started, kernel_id=kernel.id,
                   hypothesis_id=kernel.hypothesis_id,
-                  text=f"evaluating kernel {kernel.id} (expected value {sub.expected_value:+.3f}, "
+                  text=f"evaluating kernel {kernel.id} ({why}, "
                   f"attempt {sub.attempts}, {waiting} still queued)")
         # Real work (sandboxed CPU check, launch capture) runs inline; the hardware's time is then
         # charged to the campaign clock.
@@ -79,9 +81,10 @@ class EvaluatorAgent(Agent):
         await self.act(rank)
         board.record_evaluation(submission_id=sub.id, owner=owner, started_at=started,
                                 finished_at=self.now(), report=report)
-        label = "simulated" if report.provenance.simulated else report.provenance.device
+        prov = report.provenance  # the device name of a simulated backend says "(simulated)"
+        where = prov.device if prov.simulated else f"measured on {prov.device}"
         if report.outcome == "passed":
-            text = f"kernel {kernel.id}: {report.score_us:.1f} us geomean ({label}, {report.provenance.device})"
+            text = f"kernel {kernel.id}: {report.score_us:.1f} us geomean ({where})"
         else:
             text = f"kernel {kernel.id} {report.outcome}: {report.reason}"
         board.say(agent=self.name, kind="evaluation", at=self.now(), text=text, kernel_id=kernel.id,
