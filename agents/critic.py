@@ -11,6 +11,7 @@ from __future__ import annotations
 import anyio
 
 from blackboard import HypothesisState, Kernel, KernelState, Verdict
+from evaluator import static_findings
 
 from ._base import SEED_PRIORITY, Agent
 from ._views import uplift
@@ -43,8 +44,6 @@ class Critic(Agent):
 
     # ---- before: review -----------------------------------------------------------------
     async def review(self, kernel: Kernel) -> None:
-        from evaluator import static_findings
-
         board = self.board
         hyp = board.hypothesis(kernel.hypothesis_id) if kernel.hypothesis_id else None
         base = board.kernel(kernel.parent_id) if kernel.parent_id else None

@@ -58,6 +58,12 @@ def min_bytes(shape: Shape) -> int:
     return shape.m * shape.k + shape.n * shape.k + 2 * shape.m * shape.n
 
 
+def l2_flush_bytes(device: DeviceSpec) -> int:
+    """Bytes to write between timed calls so that nothing of the last call stays cached: twice
+    the largest cache level (all of MI300X's L2s, or its Infinity Cache; Hopper's L2)."""
+    return int(2 * 2**20 * max(device.l2_mb_per_domain * device.l2_domains, device.llc_mb))
+
+
 def speed_of_light_us(shape: Shape, device: DeviceSpec | str) -> float:
     """max(2mnk / fp8 peak, compulsory bytes / HBM bandwidth), as the task's own table does."""
     dev = DEVICES[device] if isinstance(device, str) else device

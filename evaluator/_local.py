@@ -23,14 +23,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import anyio
 import msgspec
 
 from blackboard.records import EvalReport, Outcome, Provenance, Shape, ShapeResult
-from evaluator._devices import DEVICES, speed_of_light_us
-from evaluator._rules import static_findings
+from evaluator._devices import DEVICES, l2_flush_bytes, speed_of_light_us
+from evaluator._rules import rule_verdict
 from evaluator._sandbox import scrubbed_env
 from evaluator._task import Task, mix_seed
 from evaluator._wire import GpuRequest, GpuResult
@@ -107,14 +106,13 @@ class LocalBackend:
         every Triton version a GPU machine may have (triton 3.6's interpreter rejects the seed's
         tensor-bounded ``range``, which compiles fine), and a pre-screen on the GPU would cost as
         much start-up as the evaluation itself; the GPU's own test phase is the check."""
-        rejects = [f for f in static_findings(source) if f.severity == "reject"]
         try:
             compile(source, "submission.py", "exec")
         except SyntaxError as exc:
             return self._report(Outcome.COMPILE_ERROR, f"syntax error at line {exc.lineno}: {exc.msg}", 0, 0)
-        if rejects:
-            f = rejects[0]
-            return self._report(Outcome.REJECTED_BY_RULE, f"rule {f.rule} (line {f.line}): {f.detail}", 0, 0)
+        rejected = rule_verdict(source)
+        if rejected:
+            return self._report(Outcome.REJECTED_BY_RULE, rejected, 0, 0)
         return self._report(Outcome.PASSED, "static rules and syntax clean", 0, 0)
 
     def reference_report(self) -> EvalReport:
@@ -122,11 +120,9 @@ class LocalBackend:
         return self._evaluate_on(self.gpus[0], "", 0, 0, reference=True)
 
     async def evaluate(self, source: str, *, submission_id: int, secret_seed: int) -> EvalReport:
-        rejects = [f for f in static_findings(source) if f.severity == "reject"]
-        if rejects:
-            f = rejects[0]
-            return self._report(Outcome.REJECTED_BY_RULE, f"rule {f.rule} (line {f.line}): {f.detail}",
-                                submission_id, secret_seed)
+        rejected = rule_verdict(source)
+        if rejected:
+            return self._report(Outcome.REJECTED_BY_RULE, rejected, submission_id, secret_seed)
         async with self._slots:
             gpu = self._free.pop(0)
             try:
@@ -145,8 +141,7 @@ class LocalBackend:
                          tests=[mixed(s) for s in self.task.tests],
                          benchmarks=[mixed(s) for s in self.task.benchmarks], max_calls=self.max_calls,
                          shape_budget_s=self.shape_budget_s, time_reference=reference,
-                         l2_flush_bytes=int(2 * 2**20 * max(self.spec.l2_mb_per_domain * self.spec.l2_domains,
-                                                          self.spec.llc_mb)))
+                         l2_flush_bytes=l2_flush_bytes(self.spec))
         token = secrets.token_hex(16).encode()
         workdir = tempfile.mkdtemp(prefix="ks-gpu-")
         env = scrubbed_env()

@@ -205,6 +205,16 @@ def static_findings(source: str) -> list[RuleFinding]:
     return list(_findings(source))
 
 
+def rule_verdict(source: str) -> str | None:
+    """The reason a submission is rejected before it runs ("rule X (line N): detail"), or None."""
+    rejects = [f for f in _findings(source) if f.severity == "reject"]
+    if not rejects:
+        return None
+    f = rejects[0]
+    more = f" (+{len(rejects) - 1} more)" if len(rejects) > 1 else ""
+    return f"rule {f.rule} (line {f.line}): {f.detail}{more}"
+
+
 @functools.lru_cache(maxsize=512)  # the critic, the pre-screen and the evaluation ask in turn
 def _findings(source: str) -> tuple[RuleFinding, ...]:
     try:

@@ -18,7 +18,6 @@ import importlib.metadata
 import math
 import platform
 import signal
-import time
 
 import msgspec
 import numpy as np
@@ -27,7 +26,7 @@ from blackboard.records import EvalReport, Outcome, Provenance, Shape, ShapeResu
 from evaluator._child import recheck_index
 from evaluator._devices import DEVICES, speed_of_light_us
 from evaluator._model import MODEL_VERSION, ModelInfeasible, is_vector_gemm, capture_time_us
-from evaluator._rules import static_findings
+from evaluator._rules import rule_verdict
 from evaluator._sandbox import ForkServer, JobOutcome
 from evaluator._task import Task, import_reference, mix_seed
 from evaluator._wire import CheckOutput, ChildRequest, ChildResult
@@ -152,12 +151,9 @@ class SimulatedBackend:
 
     def _run(self, mode: str, source: str, submission_id: int, secret_seed: int) -> EvalReport:
         prov = self._provenance(submission_id, secret_seed)
-        rejects = [f for f in static_findings(source) if f.severity == "reject"]
-        if rejects:
-            f = rejects[0]
-            more = f" (+{len(rejects) - 1} more)" if len(rejects) > 1 else ""
-            return self._report(mode, Outcome.REJECTED_BY_RULE, f"rule {f.rule} (line {f.line}): {f.detail}{more}",
-                                prov, [], 0.0)
+        rejected = rule_verdict(source)
+        if rejected:
+            return self._report(mode, Outcome.REJECTED_BY_RULE, rejected, prov, [], 0.0)
         request = self._request(mode, source, secret_seed)
         checks = request.check
         job = self._server.run(request, self.timeout_s, self.output_limit)

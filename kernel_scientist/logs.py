@@ -1,21 +1,20 @@
 """The agents' conversation on the console (a colour per agent) and in a JSONL file.
 
 Every message is first committed to the blackboard; the console line and the JSONL line are
-written after the commit, so what you read there is on disk. ``logs --follow`` reads the
+written after the commit, so what you read there is on disk. ``logs --follow`` (conversation.py) reads the
 blackboard file from another process and prints what is new as it lands.
 """
 
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 from typing import TextIO
 
 import msgspec
 from loguru import logger
 
-from blackboard import Blackboard, Message
+from blackboard import Message
 
 COLOURS = {
     "archivist": "magenta", "theorist": "cyan", "critic": "yellow", "evaluator": "green",
@@ -83,20 +82,3 @@ def render(msg: Message, colours: bool) -> str:
         code = 31 if msg.kind in ("error", "warning") else _ANSI[colour(msg.agent)]
         return f"\x1b[{code}m{line}\x1b[0m"
     return line
-
-
-def replay(board: Blackboard, agent: str | None, follow: bool, out: TextIO = sys.stdout,
-           poll_s: float = 0.5) -> None:
-    """Print the conversation; with ``follow``, keep printing as another process writes it."""
-    colours = out.isatty()
-    last = 0
-    while True:
-        for msg in board.messages(after_id=last, agent=agent):
-            out.write(render(msg, colours) + "\n")
-            last = msg.id
-        out.flush()
-        if not follow:
-            return
-        version = board.data_version()
-        while board.data_version() == version:  # another process's commit changes it
-            time.sleep(poll_s)

@@ -71,6 +71,7 @@ def main() -> int:
     from blackboard import open_existing
     from evaluator import load_task, speed_of_light_us, DEVICES
     from evaluator._gpu_harness import time_shape
+    from evaluator._devices import l2_flush_bytes
     from evaluator._local import device_spec_for
     from evaluator._task import import_reference
     from evaluator._wire import GpuRequest
@@ -98,8 +99,7 @@ def main() -> int:
             methods[f"kernel {kid}"] = _module_from_source("best_kernel", board.kernel(kid).source)
     req = GpuRequest(source="", modules=task.modules, tests=[], benchmarks=task.benchmarks,
                      max_calls=args.max_calls, shape_budget_s=args.budget)
-    flush = torch.empty(int(2 * 2**20 * max(spec.l2_mb_per_domain * spec.l2_domains, spec.llc_mb)) // 4,
-                        dtype=torch.float32, device="cuda")
+    flush = torch.empty(l2_flush_bytes(spec) // 4, dtype=torch.float32, device="cuda")
     rows: dict[str, list[dict]] = {}
     for name, fn in methods.items():
         rows[name] = []

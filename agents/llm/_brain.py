@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-from pathlib import Path
 from typing import Callable
 
 import anyio

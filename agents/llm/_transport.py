@@ -13,7 +13,6 @@ into request headers only and appear in no message or record.
 
 from __future__ import annotations
 
-import math
 import re
 import time
 from typing import Awaitable, Callable, Literal
