@@ -32,13 +32,11 @@ EXPLORE = 0.2  # probability that the selector picks a runner-up as base
 class OfflineBrain:
     name = "offline"
 
-    # Techniques that only change anything on AMD hardware (ROCm-only launch knobs, MI300X's XCDs).
-    AMD_ONLY = ("amd_knobs", "xcd_remap")
-
-    def __init__(self, rng: random.Random, amd_target: bool = True):
+    def __init__(self, rng: random.Random, vendor: str = "amd"):
         self.rng = rng
-        skip = () if amd_target else self.AMD_ONLY  # an experiment that cannot move the number is waste
-        self.catalogue = {t.name: t for t in knowledge.catalogue() if t.name not in skip}
+        # The catalogue as it applies to the target's vendor: no AMD-only knobs on NVIDIA, and
+        # the forms and priors measured on that vendor's hardware.
+        self.catalogue = {t.name: t for t in knowledge.catalogue(vendor)}
 
     # ---- archivist: base and reference ----------------------------------------------------
     async def select(self, view: SelectionView) -> Choice:

@@ -2,7 +2,7 @@
 
 from ._db import SCHEMA_VERSION, BlackboardError
 from ._store import TOPICS, Blackboard, TransitionError, open_existing, source_hash
-from .config import Scenario, ScenarioError, load_scenario, scenario_from_json, scenario_json
+from .config import Scenario, ScenarioError, load_scenario, retune, scenario_from_json, scenario_json
 from .records import (
     Campaign, EvalReport, Evaluation, Finding, Hypothesis, HypothesisState, Kernel, KernelState,
     LLMCall, Message, Outcome, Provenance, Review, Selection, SelectionState, Shape, ShapeResult, Submission,
@@ -14,5 +14,5 @@ __all__ = [
     "Evaluation", "Finding", "Hypothesis", "HypothesisState", "Kernel", "KernelState", "LLMCall", "Message",
     "Outcome", "Provenance", "Review", "Scenario", "ScenarioError", "Selection", "SelectionState", "Shape",
     "ShapeResult", "Submission", "SubmissionState", "TransitionError", "Verdict", "load_scenario",
-    "open_existing", "scenario_from_json", "scenario_json", "source_hash",
+    "open_existing", "retune", "scenario_from_json", "scenario_json", "source_hash",
 ]

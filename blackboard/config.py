@@ -202,6 +202,24 @@ def load_scenario(path: str | Path, overrides: list[str] = ()) -> Scenario:
     return scenario
 
 
+# What a resumed campaign may not change: its identity, its problem and who does the work.
+FIXED_ON_RESUME = ("campaign.name", "campaign.seed", "campaign.task", "evaluator.backend", "evaluator.device",
+                   "agents.brain")
+
+
+def retune(scenario: Scenario, overrides: list[str], origin: str) -> Scenario:
+    """The scenario of a resumed campaign with ``key=value`` overrides of its limits (concurrency,
+    rate, timeouts, hours). Raises ScenarioError for a key that would change what the campaign is."""
+    tree = msgspec.to_builtins(scenario)
+    source = tree.pop("source", None)
+    for key, value in parse_overrides(list(overrides), origin):
+        if key in FIXED_ON_RESUME:
+            raise ScenarioError(f"{origin}: --set {key}: cannot change on resume (the campaign's "
+                                f"{key.split('.')[-1]} is fixed; start a new campaign instead)")
+        _set(tree, key, value, origin)
+    return msgspec.structs.replace(decode_scenario(tree, origin), source=source)
+
+
 def decode_scenario(tree: dict[str, Any], origin: str) -> Scenario:
     if "source" in tree:
         raise ScenarioError(f"{origin}: source: not a scenario key (it is set by the loader)")

@@ -136,7 +136,18 @@ def _mm_flops(name: str, args: tuple) -> int:
     return 0
 
 
-def _torch_recorder(sink: list[TorchOp]):
+def heavy_op_verdict(ops: list[TorchOp], shape) -> str | None:
+    """The rejection when torch itself did a quarter or more of the task's multiply-adds (a
+    matmul fallback however it was spelled), else None."""
+    heavy = sum(op.flops for op in ops)
+    if heavy < 0.25 * 2 * shape.m * shape.n * shape.k:
+        return None
+    names = sorted({op.op for op in ops if op.flops})
+    return (f"rule heavy_op_runtime: the task's matrix product ran in torch ({', '.join(names)}) on "
+            f"{shape.label()}; write the kernel instead")
+
+
+def torch_recorder(sink: list[TorchOp]):
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_leaves
@@ -207,7 +218,7 @@ def capture_launches(
     jit.JITFunction.run = make_run(patched[0][2])
     interpreter.InterpretedFunction.run = make_run(patched[1][2])
     autotuner.Autotuner.run = tuned_run
-    mode = _torch_recorder(torch_ops) if torch_ops is not None else contextlib.nullcontext()
+    mode = torch_recorder(torch_ops) if torch_ops is not None else contextlib.nullcontext()
     try:
         with mode:
             yield

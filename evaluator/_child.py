@@ -32,7 +32,7 @@ from pathlib import Path
 import msgspec
 
 from blackboard.records import Shape
-from evaluator._capture import capture_launches
+from evaluator._capture import capture_launches, heavy_op_verdict
 from evaluator._task import import_reference
 from evaluator._wire import Capture, CheckOutput, ChildRequest, ChildResult, Launch, TorchOp
 
@@ -131,10 +131,9 @@ def _check_one(fn, shape: Shape, data: tuple, launches: list[Launch] | None = No
         out = fn(clones)
     if type(out) is not torch.Tensor:
         return ChildResult("crash", f"custom_kernel returned {type(out).__name__}, not a plain torch.Tensor, on {shape.label()}")
-    heavy = sum(op.flops for op in ops)
-    if heavy >= 0.25 * 2 * shape.m * shape.n * shape.k:
-        names = sorted({op.op for op in ops if op.flops})
-        return ChildResult("rejected", f"rule heavy_op_runtime: the task's matrix product ran in torch ({', '.join(names)}) on {shape.label()}; write the kernel instead")
+    heavy = heavy_op_verdict(ops, shape)
+    if heavy:
+        return ChildResult("rejected", heavy)
     def raw(t):
         return t.flatten().contiguous().view(torch.uint8)  # flatten: size-1 dims keep odd strides
 

@@ -7,7 +7,10 @@ Output the candidate prints goes to stdout/stderr, which the parent truncates.
 
 The protocol, per the public harness hardened against facts/evaluation-attacks.md:
 - the reference module is loaded under a private name and removed from ``sys.modules`` before the
-  candidate is imported; the candidate runs in its own temporary working directory;
+  candidate is imported; the candidate runs in its own temporary working directory, beside a copy
+  of the task's ``task.py`` (submissions do ``from task import input_t``);
+- every test call and each ranked shape's warm-up call run under a torch dispatch recorder: a
+  candidate whose torch ops did a quarter of the multiply-adds is rejected (heavy_op_runtime);
 - tests: fresh inputs per shape, outputs pre-filled with NaN, inputs verified unchanged, the
   verdict from the task's ``check_implementation`` on a pristine copy;
 - ranked shapes: one untimed warm-up call, then between ``min_calls`` and ``max_calls`` timed calls
@@ -23,12 +26,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import sys
 import time
 import traceback
 
 import msgspec
 
+from evaluator._capture import heavy_op_verdict, torch_recorder
 from evaluator._task import import_reference
 from evaluator._wire import GpuRequest, GpuResult, ShapeSamples
 
@@ -60,14 +65,32 @@ def _judge(out, data, pristine, shape, ref, when: str = "") -> str | None:
     return None
 
 
-def _call(fn, data, shape, ref, pristine):
-    """Run the candidate once (untimed) and judge it; returns (output, reason or None)."""
+class Rejected(Exception):
+    """A runtime rule caught the candidate (the message is the named reason)."""
+
+
+def _call(fn, data, shape, ref, pristine, guard: bool = False):
+    """Run the candidate once (untimed) and judge it; returns (output, reason or None). With
+    ``guard`` the call runs under the torch recorder and a torch matmul fallback raises Rejected."""
     import torch
 
-    out = fn(data)
+    ops: list = []
+    with torch_recorder(ops) if guard else _nothing():
+        out = fn(data)
     torch.cuda.synchronize()
+    heavy = heavy_op_verdict(ops, shape) if guard else None
+    if heavy:
+        raise Rejected(heavy)
     reason = _judge(out, data, pristine, shape, ref)
     return (None, reason) if reason else (out, None)
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
 
 
 def _fresh(ref, shape, seed):
@@ -77,15 +100,16 @@ def _fresh(ref, shape, seed):
     return data, pristine
 
 
-def time_shape(fn, ref, shape, req: GpuRequest, flush, stop_on_failure: bool = True):
+def time_shape(fn, ref, shape, req: GpuRequest, flush, stop_on_failure: bool = True, guard: bool = True):
     """Time ``fn`` on one ranked shape; returns (ShapeSamples, first failure or None). With
-    ``stop_on_failure=False`` (the benchmark script) it keeps timing and reports the failure."""
+    ``stop_on_failure=False`` (the benchmark script) it keeps timing and reports the failure;
+    ``guard=False`` lets torch do the matrix product (the benchmark's reference and _scaled_mm)."""
     import torch
 
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     failure = None
     data, pristine = _fresh(ref, shape, shape.seed)
-    _, reason = _call(fn, data, shape, ref, pristine)  # warm-up (compiles), checked too
+    _, reason = _call(fn, data, shape, ref, pristine, guard=guard)  # warm-up (compiles), checked too
     if reason:
         if stop_on_failure:
             return None, reason
@@ -127,6 +151,8 @@ def run(req: GpuRequest) -> GpuResult:
     for name in ("reference", "utils", "task", "_ks_reference"):
         sys.modules.pop(name, None)
     phase = "import"
+    if not req.time_reference and "task" in req.modules:
+        shutil.copy(req.modules["task"], "task.py")  # the working directory is the candidate's own
     try:
         if req.time_reference:
             fn = ref.ref_kernel
@@ -143,18 +169,20 @@ def run(req: GpuRequest) -> GpuResult:
         for shape in req.tests:
             phase = f"test {shape.label()}"
             data, pristine = _fresh(ref, shape, shape.seed)
-            _, reason = _call(fn, data, shape, ref, pristine)
+            _, reason = _call(fn, data, shape, ref, pristine, guard=not req.time_reference)
             if reason:
                 return GpuResult("wrong_output", reason, device=device, versions=versions)
         flush = torch.empty(req.l2_flush_bytes // 4, dtype=torch.float32, device="cuda")
         samples = []
         for shape in req.benchmarks:
             phase = f"ranked {shape.label()}"
-            timed, reason = time_shape(fn, ref, shape, req, flush)
+            timed, reason = time_shape(fn, ref, shape, req, flush, guard=not req.time_reference)
             if reason:
                 return GpuResult("wrong_output", reason, device=device, versions=versions)
             samples.append(timed)
         return GpuResult("ok", samples=samples, device=device, versions=versions)
+    except Rejected as exc:
+        return GpuResult("rejected", str(exc), device=device, versions=versions)
     except torch.cuda.OutOfMemoryError as exc:
         return GpuResult("oom", f"out of memory during {phase}: {str(exc).splitlines()[0][:300]}", device=device)
     except BaseException as exc:  # the candidate may raise anything

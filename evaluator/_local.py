@@ -40,11 +40,13 @@ _HOST_SLACK = 1.5  # host time beyond 1.5x the events (+ launch slack) means wor
 _HOST_SLACK_US = 300.0
 
 
-def _gpu_ids() -> list[int]:
-    """GPU indices visible to this process, without creating a CUDA context here."""
+def _gpu_ids() -> list[str]:
+    """The GPUs visible to this process, as the values a child's CUDA_VISIBLE_DEVICES needs (the
+    parent's own list, when it has one, so that `CUDA_VISIBLE_DEVICES=1` still means GPU 1), found
+    without creating a CUDA context here."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("HIP_VISIBLE_DEVICES")
     if visible:
-        return list(range(len([v for v in visible.split(",") if v.strip()])))
+        return [v.strip() for v in visible.split(",") if v.strip()]
     try:
         out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
         count = sum(1 for line in out.splitlines() if line.startswith("GPU "))
@@ -54,7 +56,7 @@ def _gpu_ids() -> list[int]:
         import torch  # ROCm, or no nvidia-smi: ask torch (device_count does not initialise CUDA)
 
         count = torch.cuda.device_count()
-    return list(range(count))
+    return [str(i) for i in range(count)]
 
 
 def _smi(query: str) -> str:
@@ -79,7 +81,7 @@ class LocalBackend:
     simulated = False
 
     def __init__(self, task: Task, timeout_s: float = 600.0, output_limit: int = 64_000,
-                 max_calls: int = 100, shape_budget_s: float = 5.0, gpus: list[int] | None = None):
+                 max_calls: int = 100, shape_budget_s: float = 5.0, gpus: list[str] | None = None):
         self.task = task
         self.timeout_s = timeout_s
         self.output_limit = output_limit
@@ -132,7 +134,7 @@ class LocalBackend:
                 self._free.append(gpu)
 
     # ---- one candidate in one fresh process -------------------------------------------------
-    def _evaluate_on(self, gpu: int, source: str, submission_id: int, secret_seed: int,
+    def _evaluate_on(self, gpu: str, source: str, submission_id: int, secret_seed: int,
                      reference: bool = False) -> EvalReport:
         def mixed(s: Shape) -> Shape:
             return Shape(s.m, s.n, s.k, mix_seed(s.seed, secret_seed))

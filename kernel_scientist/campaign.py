@@ -22,7 +22,7 @@ from agents import (
     Archivist, CampaignClock, Context, Critic, Engineer, EvaluatorAgent, OfflineBrain, Theorist,
 )
 from blackboard import (
-    Blackboard, BlackboardError, Campaign, KernelState, Message, Scenario, scenario_from_json,
+    Blackboard, BlackboardError, Campaign, KernelState, Message, Scenario, retune, scenario_from_json,
     scenario_json,
 )
 
@@ -58,16 +58,19 @@ def start(scenario: Scenario, db: Path, listeners: list[Callable[[Message], None
     return _run(scenario, db, listeners, resume=False)
 
 
-def resume(db: Path, listeners: list[Callable[[Message], None]] = ()) -> Outcome:
-    """Continue a campaign from its blackboard file (after a crash, kill -9 or Ctrl-C)."""
+def resume(db: Path, listeners: list[Callable[[Message], None]] = (), overrides: list[str] = ()) -> Outcome:
+    """Continue a campaign from its blackboard file (after a crash, kill -9 or Ctrl-C), optionally
+    with retuned limits (``evaluator.in_flight=2``) for this run."""
     from blackboard import open_existing
 
     with open_existing(db) as board:
         scenario = scenario_from_json(board.campaign().config_json)
-    return _run(scenario, db, listeners, resume=True)
+    if overrides:
+        scenario = retune(scenario, list(overrides), str(db))
+    return _run(scenario, db, listeners, resume=True, retuned=list(overrides))
 
 
-def _run(scenario: Scenario, db: Path, listeners, *, resume: bool) -> Outcome:
+def _run(scenario: Scenario, db: Path, listeners, *, resume: bool, retuned: list[str] = ()) -> Outcome:
     from evaluator import load_task
 
     wall = time.perf_counter()
@@ -101,7 +104,8 @@ def _run(scenario: Scenario, db: Path, listeners, *, resume: bool) -> Outcome:
             released = board.release_leases()
             board.say(agent="runner", kind="info", at=board.clock(),
                       text=f"resumed at campaign time {board.clock() / 3600:.2f} h; "
-                      f"{released} unfinished claims handed back")
+                      f"{released} unfinished claims handed back"
+                      + (f"; this run with {', '.join(retuned)}" if retuned else ""))
         clock = CampaignClock(offset=board.clock(), deadline=scenario.campaign.hours * 3600.0)
         options = {"clock": trio.testing.MockClock(autojump_threshold=0)} if backend.simulated else {}
         anyio.run(_agents, board, scenario, clock, backend, task, backend="trio", backend_options=options)
@@ -114,11 +118,12 @@ def _reference_text(reference, simulated: bool) -> str:
     return f"{reference.score_us:.1f} us ({'simulated' if simulated else 'measured'})"
 
 
-def _amd_target(scenario: Scenario, backend) -> bool:
-    """Is the hardware being optimised for an AMD GPU (simulated MI300X, or a ROCm machine)?"""
+def _vendor(scenario: Scenario, backend) -> str:
+    """Whose GPU is being optimised for: "amd" (simulated MI300X, or a ROCm machine) or "nvidia"."""
     if backend.simulated:
-        return scenario.evaluator.device == "mi300x"
-    return "amd" in backend.device_name.lower() or "mi3" in backend.device_name.lower()
+        return "amd" if scenario.evaluator.device == "mi300x" else "nvidia"
+    name = backend.device_name.lower()
+    return "amd" if "amd" in name or "mi3" in name else "nvidia"
 
 
 async def _agents(board: Blackboard, scenario: Scenario, clock: CampaignClock, backend, task) -> None:
@@ -136,7 +141,7 @@ async def _agents(board: Blackboard, scenario: Scenario, clock: CampaignClock, b
             brain = service.brain(name)
         else:
             brain = OfflineBrain(random.Random(zlib.crc32(f"{seed}:brain:{name}".encode())),
-                                 amd_target=_amd_target(scenario, backend))
+                                 vendor=_vendor(scenario, backend))
         return Context(board=board, scenario=scenario, clock=clock, seed=seed, backend=backend,
                        task=task, brain=brain)
 

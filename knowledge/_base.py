@@ -41,6 +41,12 @@ class Technique:
     prior_min: ClassVar[float]  # expected fractional score uplift on this task, low end
     prior_max: ClassVar[float]
     novelty: ClassVar[float]  # 0 (textbook tuning) .. 1 (rarely tried)
+    vendors: ClassVar[tuple[str, ...]] = ("amd", "nvidia")  # whose hardware it can change anything on
+
+    def for_vendor(self, vendor: str) -> "Technique":
+        """This technique as it applies to one vendor's GPUs (forms and priors measured there).
+        Most techniques are the same everywhere."""
+        return self
 
     def detect(self, source: str) -> dict[str, Param] | None:
         """The parameters this technique currently has in ``source``, or None if absent.

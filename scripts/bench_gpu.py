@@ -65,6 +65,15 @@ def _scaled_mm(data):
     raise RuntimeError("no scale layout accepted: " + " | ".join(sorted(set(errors)))[:300])
 
 
+def _do_bench(fn, ref, shape) -> float:
+    """The anchors' protocol: median of triton.testing.do_bench on one input set (it clears a
+    256 MB buffer between calls), in us."""
+    import triton
+
+    data = ref.generate_input(shape.m, shape.n, shape.k, shape.seed)
+    return round(1000 * triton.testing.do_bench(lambda: fn(data), warmup=5, rep=25), 2)
+
+
 def main() -> int:
     import torch
 
@@ -78,11 +87,15 @@ def main() -> int:
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--task", type=Path, default=ROOT / "evaluator" / "tasks" / "amd_fp8_mm")
-    p.add_argument("--db", type=Path, help="blackboard whose best kernel to include")
-    p.add_argument("--kernel", type=int, help="that blackboard's kernel id (default: its best)")
+    p.add_argument("--db", type=Path, action="append", default=[],
+                   help="blackboard whose best kernel to include (repeatable)")
+    p.add_argument("--kernel", type=int, help="with one --db: that blackboard's kernel id (default: its best)")
     p.add_argument("--out", type=Path, default=Path("bench.json"))
     p.add_argument("--max-calls", type=int, default=100)
     p.add_argument("--budget", type=float, default=3.0, help="wall seconds per method and shape")
+    p.add_argument("--do-bench", action="store_true",
+                   help="also time each method as the published anchors were: median of triton.testing.do_bench "
+                   "on one input set (no fresh inputs per call, no per-call host synchronisation)")
     args = p.parse_args()
 
     task = load_task(args.task)
@@ -91,12 +104,13 @@ def main() -> int:
     spec = DEVICES[device_spec_for(gpu)]
     methods = {"reference": ref.ref_kernel, "scaled_mm": _scaled_mm,
                "seed": _module_from_source("seed_kernel", task.seed_source)}
-    if args.db:
+    for db in args.db:
         from kernel_scientist import status
 
-        with open_existing(args.db) as board:
-            kid = args.kernel or status.status(board).best.kernel_id
-            methods[f"kernel {kid}"] = _module_from_source("best_kernel", board.kernel(kid).source)
+        with open_existing(db) as board:
+            kid = (args.kernel if len(args.db) == 1 else None) or status.status(board).best.kernel_id
+            label = f"kernel {kid}" if len(args.db) == 1 else f"{db.stem}:{kid}"
+            methods[label] = _module_from_source(f"kernel_{len(methods)}", board.kernel(kid).source)
     req = GpuRequest(source="", modules=task.modules, tests=[], benchmarks=task.benchmarks,
                      max_calls=args.max_calls, shape_budget_s=args.budget)
     flush = torch.empty(l2_flush_bytes(spec) // 4, dtype=torch.float32, device="cuda")
@@ -105,21 +119,28 @@ def main() -> int:
         rows[name] = []
         for shape in task.benchmarks:
             try:
-                samples, failure = time_shape(fn, ref, shape, req, flush, stop_on_failure=False)
+                samples, failure = time_shape(fn, ref, shape, req, flush, stop_on_failure=False,
+                                              guard=name not in ("reference", "scaled_mm"))
                 t = sum(samples.event_us) / len(samples.event_us)
                 rows[name].append({"shape": shape.label(), "us": round(t, 2), "passed": failure is None,
                                    "calls": len(samples.event_us), "failure": failure})
             except Exception as exc:  # a method that cannot run at all on this stack
                 rows[name].append({"shape": shape.label(), "us": None, "passed": False, "calls": 0,
                                    "failure": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"})
+            if args.do_bench and rows[name][-1]["us"] is not None:
+                rows[name][-1]["do_bench_us"] = _do_bench(fn, ref, shape)
             print(f"  {name:>12} {shape.label():>16}: {rows[name][-1]['us']} us "
+                  f"(do_bench {rows[name][-1].get('do_bench_us')}) "
                   f"{'pass' if rows[name][-1]['passed'] else 'FAIL'}", flush=True)
     sol = {s.label(): speed_of_light_us(s, spec) for s in task.benchmarks}
     summary = {}
     for name, r in rows.items():
         times = [x["us"] for x in r if x["us"]]
+        quick = [x["do_bench_us"] for x in r if x.get("do_bench_us")]
         summary[name] = {"geomean_us": round(math.exp(sum(map(math.log, times)) / len(times)), 2)
                          if len(times) == len(r) else None,
+                         "do_bench_geomean_us": round(math.exp(sum(map(math.log, quick)) / len(quick)), 2)
+                         if quick and len(quick) == len(r) else None,
                          "passed_shapes": sum(x["passed"] for x in r), "shapes": len(r)}
     import triton
 
@@ -140,6 +161,8 @@ def main() -> int:
     geo = [summary[n]["geomean_us"] for n in names]
     print(f"{'geomean':>16} " + " ".join(f"{'n/a' if g is None else format(g, '.1f'):>14}" for g in geo)
           + f" {result['speed_of_light_geomean_us']:8.1f}")
+    if args.do_bench:
+        print(f"{'do_bench':>16} " + " ".join(f"{summary[n]['do_bench_geomean_us'] or 'n/a':>14}" for n in names))
     print(f"{'passed':>16} " + " ".join(f"{summary[n]['passed_shapes']:>11}/{summary[n]['shapes']}" for n in names))
     return 0
 

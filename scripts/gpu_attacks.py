@@ -104,16 +104,43 @@ def all_good(rows: list[AttackRow]) -> bool:
     return all(r.stopped for r in rows)
 
 
-async def run_all(backend, attacks: list[Attack], controls: list[Attack]) -> list[AttackRow]:
-    """Evaluate every attack, then every control, one after another on the same backend (a fault
-    must not spoil the next candidate, so the controls run last)."""
-    rows = []
-    for i, attack in enumerate(attacks + controls):
-        t0 = time.monotonic()
-        report = await backend.evaluate(attack.source, submission_id=i + 1, secret_seed=20261130)
-        rows.append(verdict_row(attack, report, control=attack in controls, wall_s=time.monotonic() - t0))
-        print(f"{attack.name}: {report.outcome.value}", file=sys.stderr, flush=True)
-    return rows
+# The faults of the issue's list (and the candidates that end their own process): after each, the
+# seed is evaluated again on the same GPU and must pass, which shows the fault was contained.
+FAULTS = frozenset({"segfault", "infinite_loop", "kernel_infinite_loop", "illegal_memory_access", "device_assert",
+                    "giant_allocation", "memory_error", "output_flood", "compile_hang", "forge_sys_exit"})
+
+
+async def _evaluate(backend, attack: Attack, control: bool, number: int) -> AttackRow:
+    t0 = time.monotonic()
+    report = await backend.evaluate(attack.source, submission_id=number, secret_seed=20261130)
+    row = verdict_row(attack, report, control=control, wall_s=time.monotonic() - t0)
+    print(f"{row.name}: {row.outcome} ({row.wall_s:.1f} s)", file=sys.stderr, flush=True)
+    return row
+
+
+async def run_all(backends: list, attacks: list[Attack], controls: list[Attack]) -> list[AttackRow]:
+    """Evaluate every attack, then every control, with one worker per GPU (each backend holds one
+    GPU, so a fault and the seed evaluated after it share the GPU). Rows come back in input order."""
+    seed = next(c for c in controls if c.name == "control:seed")
+    items = [(a, False) for a in attacks] + [(c, True) for c in controls]
+    rows: dict[int, list[AttackRow]] = {}
+    send, receive = anyio.create_memory_object_stream(len(items))
+    for index, item in enumerate(items):
+        send.send_nowait((index, item))
+    send.close()
+
+    async def worker(backend) -> None:
+        async for index, (attack, control) in receive:
+            done = [await _evaluate(backend, attack, control, index + 1)]
+            if attack.name in FAULTS:
+                after = msgspec.structs.replace(seed, name=f"control:seed after {attack.name}")
+                done.append(await _evaluate(backend, after, True, index + 1))
+            rows[index] = done
+
+    async with anyio.create_task_group() as group:
+        for backend in backends:
+            group.start_soon(worker, backend)
+    return [row for index in sorted(rows) for row in rows[index]]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,7 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--task", type=Path, default=ROOT / "evaluator" / "tasks" / "amd_fp8_mm")
     parser.add_argument("--attacks", type=Path, default=ROOT / "tests" / "attacks")
     parser.add_argument("--out", type=Path, required=True, help="where to write the rows as JSON")
-    parser.add_argument("--timeout", type=float, default=120.0, help="per-candidate limit in seconds")
+    parser.add_argument("--timeout", type=float, default=60.0, help="per-candidate limit in seconds")
+    parser.add_argument("--max-calls", type=int, default=5, help="timed calls per shape (verdicts, not speed)")
+    parser.add_argument("--shape-budget", type=float, default=0.3, help="seconds of timing per shape")
     args = parser.parse_args(argv)
 
     from evaluator import LocalBackend, load_task  # needs a GPU at construction, not at import
@@ -136,11 +165,13 @@ def main(argv: list[str] | None = None) -> int:
         exec(compile(kernels.read_text(), str(kernels), "exec"), namespace)
         controls.append(Attack(name="control:better", path=str(kernels), outcome=Outcome.PASSED, reason="",
                                gpu_defence="", source=namespace["BETTER"]))
-    backend = LocalBackend(task, timeout_s=args.timeout)
-    rows = anyio.run(run_all, backend, attacks, controls)
+    one = LocalBackend(task, timeout_s=args.timeout, max_calls=args.max_calls, shape_budget_s=args.shape_budget)
+    backends = [LocalBackend(task, timeout_s=args.timeout, max_calls=args.max_calls,
+                             shape_budget_s=args.shape_budget, gpus=[gpu]) for gpu in one.gpus]
+    rows = anyio.run(run_all, backends, attacks, controls)
     print(build_table(rows))
     args.out.write_bytes(msgspec.json.format(msgspec.json.encode({
-        "device": backend.device_name, "driver": backend.driver, "date": time.strftime("%Y-%m-%d"),
+        "device": one.device_name, "driver": one.driver, "gpus": len(backends), "date": time.strftime("%Y-%m-%d"),
         "rows": rows}), indent=2))
     return 0 if all_good(rows) else 1
 

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# One device call: a campaign slice on the local backend (new, or resumed from a carried
-# blackboard), then the benchmark table with the campaign's best kernel.
-#   bash scripts/gpu_session.sh OUT_DIR CAMPAIGN_SECONDS [BLACKBOARD_TO_RESUME]
+# One device call, the whole H200 proof: a campaign slice on the local backend (new, or resumed
+# from a carried blackboard), then the benchmark table (harness protocol and do_bench) with the
+# best kernel of every blackboard given. With two or more GPUs the attack suite runs at the same
+# time on the last GPU and the campaign on the others.
+#   bash scripts/gpu_session.sh OUT_DIR CAMPAIGN_SECONDS NEW|BLACKBOARD_TO_RESUME [MORE_BLACKBOARDS_TO_BENCH...]
 # Carries its pure-Python dependencies as wheels in .whl/ (see README, "Real hardware").
 set -u
-out=${1:?out dir}; seconds=${2:-300}; resume=${3:-}
+out=${1:?out dir}; seconds=${2:?campaign seconds}; start=${3:?NEW or a blackboard to resume}; shift 3
 mkdir -p "$out"
 if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -14,21 +16,26 @@ else
 fi
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$out/gpu.txt"
-ks() { python3 -m kernel_scientist.cli "$@"; }
-if [ -z "$resume" ]; then
-  ks evaluate evaluator/tasks/amd_fp8_mm/submission.py --backend local > "$out/seed_eval.txt"; rc=$?
-  head -8 "$out/seed_eval.txt"; [ $rc -eq 0 ] || exit 1
-  python3 -c "
-from evaluator import LocalBackend, load_task
-r = LocalBackend(load_task('evaluator/tasks/amd_fp8_mm')).reference_report()
-print('reference:', r.outcome, r.reason, r.score_us)"
-  timeout -s KILL "$seconds" python3 -m kernel_scientist.cli run scenarios/amd_fp8_mm_h200.toml --db "$out/h200.sqlite" --quiet
-else
-  cp "$resume" "$out/h200.sqlite"
-  timeout -s KILL "$seconds" python3 -m kernel_scientist.cli resume --db "$out/h200.sqlite" --quiet
+gpus=$(nvidia-smi -L | grep -c '^GPU ')
+campaign_gpus=$(seq -s, 0 $((gpus > 1 ? gpus - 2 : 0)))
+if [ "$gpus" -gt 1 ]; then
+  (CUDA_VISIBLE_DEVICES=$((gpus - 1)) python3 scripts/gpu_attacks.py --out "$out/attacks.json" --timeout 30 \
+     > "$out/attacks.log" 2>&1; echo "attack suite rc=$?" >> "$out/attacks.log") &
 fi
-echo "campaign rc=$?"
-python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('PRAGMA wal_checkpoint(TRUNCATE)'); c.close()" "$out/h200.sqlite"
-ks status --db "$out/h200.sqlite" | head -30
-ks export --db "$out/h200.sqlite" --out "$out/best_kernel.py"
-python3 scripts/bench_gpu.py --db "$out/h200.sqlite" --out "$out/bench.json" --budget 1.0 2>&1 | tail -24
+db="$out/h200.sqlite"
+ks() { CUDA_VISIBLE_DEVICES=$campaign_gpus timeout -s KILL "$seconds" python3 -m kernel_scientist.cli "$@"; }
+if [ "$start" = NEW ]; then
+  ks run scenarios/amd_fp8_mm_h200.toml --db "$db" --quiet --set "evaluator.in_flight=$((gpus > 1 ? gpus - 1 : 1))"
+else
+  cp "$start" "$db"; [ -f "${start%.sqlite}.jsonl" ] && cp "${start%.sqlite}.jsonl" "${db%.sqlite}.jsonl"
+  ks resume --db "$db" --quiet --set "evaluator.in_flight=$((gpus > 1 ? gpus - 1 : 1))"
+fi
+echo "campaign slice rc=$? (137: stopped by its time limit, as planned)"
+python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('PRAGMA wal_checkpoint(TRUNCATE)'); c.close()" "$db"
+python3 -m kernel_scientist.cli status --db "$db" | head -16
+python3 -m kernel_scientist.cli export --db "$db" --out "$out/best_kernel.py"
+benched=(--db "$db"); for extra in "$@"; do benched+=(--db "$extra"); done
+CUDA_VISIBLE_DEVICES=0 python3 scripts/bench_gpu.py "${benched[@]}" --out "$out/bench.json" --budget 0.4 \
+  --max-calls 30 --do-bench 2>&1 | tail -24
+wait
+tail -4 "$out/attacks.log" 2>/dev/null

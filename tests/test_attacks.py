@@ -15,6 +15,7 @@ import os
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 
 import evaluator._simulated as simulated
@@ -150,6 +151,36 @@ def test_the_gpu_script_builds_its_table_from_reports():
     assert "infinite_loop" in lines[3] and "NO" in lines[3] and lines[3].endswith("...")
     assert lines[-1] == "1/2 attacks stopped; 1/1 honest controls passed"
     assert not gpu_attacks.all_good(rows) and gpu_attacks.all_good([rows[0], rows[2]])
+
+
+class _ScriptedBackend:
+    """Stands in for one GPU's LocalBackend: the reports are canned, the calls are recorded."""
+
+    def __init__(self, name: str, log: list):
+        self.name, self.log = name, log
+
+    async def evaluate(self, source: str, *, submission_id: int, secret_seed: int) -> EvalReport:
+        self.log.append((self.name, source))
+        if source == "seed":
+            return _report(Outcome.PASSED, "passed 11 tests")
+        return _report(Outcome.CRASH, "killed by SIGSEGV") if "segfault" in source else _report(
+            Outcome.WRONG_OUTPUT, "wrong output")
+
+
+async def test_the_gpu_script_reruns_the_seed_on_the_same_gpu_after_each_fault():
+    def attack(name: str) -> "gpu_attacks.Attack":
+        return gpu_attacks.Attack(name=name, path="", outcome=Outcome.CRASH, reason="", gpu_defence="", source=name)
+
+    log: list = []
+    seed = msgspec.structs.replace(attack("control:seed"), source="seed", outcome=Outcome.PASSED)
+    rows = await gpu_attacks.run_all([_ScriptedBackend("gpu0", log), _ScriptedBackend("gpu1", log)],
+                                     [attack("segfault"), attack("constant_output"), attack("segfault")], [seed])
+    assert [r.name for r in rows] == ["segfault", "control:seed after segfault", "constant_output", "segfault",
+                                      "control:seed after segfault", "control:seed"]
+    assert gpu_attacks.all_good(rows)
+    for i, (gpu, source) in enumerate(log):  # each fault's seed ran next on that fault's GPU
+        if source == "segfault":
+            assert next(s for g, s in log[i + 1:] if g == gpu) == "seed"
 
 
 def test_a_malformed_attack_header_is_named(tmp_path):

@@ -12,7 +12,7 @@ import time
 import msgspec
 import pytest
 
-from blackboard import KernelState, open_existing
+from blackboard import KernelState, open_existing, scenario_from_json
 
 from _support import ROOT, SCENARIOS, cli, fingerprint
 
@@ -134,3 +134,22 @@ def test_kill_9_and_resume_lose_and_repeat_nothing(tmp_path):
         assert not board.submissions("leased")
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_resume_retunes_limits_for_one_run_but_never_the_campaigns_identity(tmp_path):
+    db = tmp_path / "retuned.sqlite"
+    first = cli("run", str(SCENARIOS / "smoke.toml"), "--db", str(db), "--quiet", "--set", "campaign.hours=1")
+    assert first.returncode == 0, first.stderr[-2000:]
+    refused = cli("resume", "--db", str(db), "--set", "campaign.seed=2")
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert "--set campaign.seed: cannot change on resume" in refused.stderr
+    bad = cli("resume", "--db", str(db), "--set", "evaluator.in_flight=many")
+    assert bad.returncode == 2 and "evaluator.in_flight" in bad.stderr
+    more = cli("resume", "--db", str(db), "--quiet", "--set", "campaign.hours=2", "--set", "evaluator.in_flight=2")
+    assert more.returncode == 0, more.stderr[-2000:]
+    with open_existing(db) as board:
+        assert board.clock() >= 2 * 3600  # the new deadline held for this run
+        said = [m.text for m in board.messages() if m.agent == "runner"]
+        assert any("this run with campaign.hours=2, evaluator.in_flight=2" in text for text in said)
+        stored = scenario_from_json(board.campaign().config_json)
+    assert stored.campaign.hours == 1  # overrides are not written back: the next resume starts clean

@@ -19,7 +19,7 @@ TASK = ROOT / "evaluator" / "tasks" / "amd_fp8_mm"
 
 @pytest.fixture(scope="module")
 def local():
-    return LocalBackend(load_task(TASK), gpus=[0])  # named GPUs: no detection, nothing started
+    return LocalBackend(load_task(TASK), gpus=["0"])  # named GPUs: no detection, nothing started
 
 
 def test_statistics_floor_and_flag_in_the_parent(local):

@@ -52,6 +52,26 @@ def test_catalogue_shape():
         knowledge.technique("no_such_thing")
 
 
+def test_the_catalogue_per_vendor():
+    amd = [t.name for t in knowledge.catalogue("amd")]
+    nvidia = {t.name: t for t in knowledge.catalogue("nvidia")}
+    assert amd == [t.name for t in knowledge.catalogue()]
+    assert {"amd_knobs", "xcd_remap"} <= set(amd) and not {"amd_knobs", "xcd_remap"} & set(nvidia)
+    hopper = nvidia["accumulation_precision"]
+    assert hopper.prior_min >= 0 and "H200" in hopper.prose
+    # On Hopper only the forms that pass the check are offered, the measured fastest first.
+    assert [v.params["mode"] for v in hopper.variants(SEED)] == ["fp16_upcast", "bf16_upcast"]
+    fp16 = hopper.apply(SEED, {"mode": "fp16_upcast"})
+    assert "tl.dot(a.to(tl.float16), b.to(tl.float16))" in fp16 and hopper.detect(fp16) == {"mode": "fp16_upcast"}
+    with pytest.raises(NotApplicable, match="mode='fast'"):
+        hopper.apply(SEED, {"mode": "fast"})
+    layout = nvidia["layout_prepass"]
+    copied = layout.apply(SEED, {"operands": "ab"})
+    undone = layout.apply(copied, {"operands": "none"})
+    assert "contiguous()" not in undone.split("# region: layout")[1].split("# endregion: layout")[0]
+    assert [v.label for v in layout.variants(copied)][0] == "no K-contiguous copies"
+
+
 def test_read_tunables_of_the_seed():
     assert knowledge.read_tunables(SEED) == {
         "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "NUM_WARPS": 4, "NUM_STAGES": 2,

@@ -17,6 +17,9 @@ def add(sub) -> None:
     run.set_defaults(handler=_run)
     res = sub.add_parser("resume", help="continue a campaign from its blackboard file")
     res.add_argument("--db", type=Path, required=True)
+    res.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="retune a limit for this run, e.g. --set evaluator.in_flight=2 (repeatable; "
+                     "the seed, task, backend and brain are fixed)")
     res.add_argument("--quiet", action="store_true", help="do not print the conversation")
     res.add_argument("--watch", action="store_true", help="show the live dashboard instead of the conversation")
     res.set_defaults(handler=_resume)
@@ -90,7 +93,7 @@ def _resume(args) -> int:
     open_existing(args.db).close()  # a clear error before any output
     jsonl, listeners = _listeners(args.db, args.quiet, args.watch)
     try:
-        outcome = campaign.resume(args.db, listeners)
+        outcome = campaign.resume(args.db, listeners, args.overrides)
     finally:
         jsonl.close()
     return _finish(outcome, jsonl)

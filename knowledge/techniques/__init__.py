@@ -29,8 +29,12 @@ _CLASSES = (
 _INSTANCES: tuple[Technique, ...] = tuple(cls() for cls in _CLASSES)
 
 
-def catalogue() -> list[Technique]:
-    return list(_INSTANCES)
+def catalogue(vendor: str | None = None) -> list[Technique]:
+    """Every technique; with a vendor ("amd" or "nvidia"), those that can change anything on its
+    GPUs, each in the form measured there (an experiment that cannot move the number is waste)."""
+    if vendor is None:
+        return list(_INSTANCES)
+    return [item.for_vendor(vendor) for item in _INSTANCES if vendor in item.vendors]
 
 
 def catalogue_without_crossover() -> list[Technique]:

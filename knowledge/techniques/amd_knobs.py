@@ -18,6 +18,7 @@ _CHOICES = [(2, 16, 1), (2, 32, 1), (0, 16, 2), (1, 32, 1), (0, 32, 2), (3, 16, 
 
 class AmdKnobs(Technique):
     name = "amd_knobs"
+    vendors = ("amd",)
     title = "AMD compiler knobs: waves_per_eu, matrix_instr_nonkdim, kpack"
     category = "tuning"
     prose = (

@@ -72,6 +72,7 @@ class GroupedOrder(Technique):
 
 class XcdRemap(Technique):
     name = "xcd_remap"
+    vendors = ("amd",)
     title = "XCD-aware program-id remap"
     category = "memory"
     prose = (

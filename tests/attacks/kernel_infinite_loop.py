@@ -46,8 +46,11 @@ def fp8_gemm_kernel(
     offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
     offs_k = tl.arange(0, BLOCK_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    while pid >= 0:  # never ends, on the device
-        pid += 0
+    # Never ends, on the device: a volatile load cannot be hoisted or proven constant, so the
+    # compiler must keep the loop (a side-effect-free `while True` was deleted by LLVM on an H200).
+    spin = tl.load(as_ptr, volatile=True)
+    while tl.load(as_ptr, volatile=True) == spin:
+        pid += 1
     for k0 in range(k_lo, k_hi, BLOCK_K):
         a = tl.load(a_ptr + offs_am[:, None] * stride_am + (k0 + offs_k)[None, :] * stride_ak)
         b = tl.load(b_ptr + (k0 + offs_k)[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
