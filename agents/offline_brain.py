@@ -82,10 +82,12 @@ class OfflineBrain:
                 variants = technique.variants(view.base_source, view.reference_source)
             except Exception:  # a base the technique cannot parse: not an avenue
                 continue
-            lo, hi, innovation = self._predict(technique, view)
+            base_lo, base_hi, innovation = self._predict(technique, view)
             for variant in variants:
                 if (technique.name, variant.label) in done:
                     continue
+                edge = technique.edge(variant.params)  # one form measured against another
+                lo, hi = base_lo + edge, base_hi + edge
                 plan = Plan(technique=technique.name, params=dict(variant.params), label=variant.label,
                             plan=f"{technique.title}: {variant.label}", changes=list(variant.changes),
                             min_uplift=round(lo, 4), max_uplift=round(hi, 4),

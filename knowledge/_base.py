@@ -43,6 +43,11 @@ class Technique:
     novelty: ClassVar[float]  # 0 (textbook tuning) .. 1 (rarely tried)
     vendors: ClassVar[tuple[str, ...]] = ("amd", "nvidia")  # whose hardware it can change anything on
 
+    def edge(self, params: dict[str, Param]) -> float:
+        """How much better (fraction of the score) this form is expected to do than the technique's
+        prior says, where one form was measured against another (0 where nothing was)."""
+        return 0.0
+
     def for_vendor(self, vendor: str) -> "Technique":
         """This technique as it applies to one vendor's GPUs (forms and priors measured there).
         Most techniques are the same everywhere."""
