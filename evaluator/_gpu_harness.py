@@ -34,6 +34,7 @@ import traceback
 import msgspec
 
 from evaluator._capture import heavy_op_verdict, torch_recorder
+from evaluator._lifetime import die_with_parent
 from evaluator._task import import_reference
 from evaluator._wire import GpuRequest, GpuResult, ShapeSamples
 
@@ -196,6 +197,7 @@ def run(req: GpuRequest) -> GpuResult:
 
 
 def main() -> None:
+    die_with_parent()  # a hung kernel must not outlive the evaluator that started it
     fd = int(sys.argv[1])
     token = sys.stdin.buffer.readline().strip()
     req = msgspec.msgpack.decode(sys.stdin.buffer.read(), type=GpuRequest)

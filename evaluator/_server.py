@@ -24,6 +24,7 @@ import tempfile
 import time
 
 from evaluator._framing import ChannelClosed, read_frame, write_frame
+from evaluator._lifetime import die_with_parent
 from evaluator._wire import Finished, Job, Ready, Started
 
 _MAX_RESULT = 64 * 2**20
@@ -68,6 +69,7 @@ def _collect(pid: int, out_r: int, limit: int) -> tuple[int, bytes, int]:
 
 
 def serve() -> None:
+    die_with_parent()  # the backend's process: if it is killed, so is this server
     frame_in, frame_out = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
@@ -89,6 +91,7 @@ def serve() -> None:
             out_r, out_w = os.pipe()
             pid = os.fork()
             if pid == 0:
+                die_with_parent()  # and a candidate dies with the server
                 os.close(out_r)
                 os.close(frame_in)
                 os.close(frame_out)

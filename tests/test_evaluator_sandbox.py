@@ -98,3 +98,51 @@ def test_a_killed_server_is_replaced(server):
     assert job.finished is None and "server died" in job.note
     again = server.run(request("print('fine')\n"), 60.0, 1000)
     assert again.finished is not None and again.finished.exit_code == 0 and "fine" in again.finished.output
+
+
+_ORPHAN_SCRIPT = """
+import sys
+from pathlib import Path
+from evaluator import SimulatedBackend, load_task
+import anyio
+root = Path(sys.argv[1])
+task = load_task(root / "evaluator" / "tasks" / "amd_fp8_mm")
+hang = (root / "tests" / "attacks" / "infinite_loop.py").read_text()
+backend = SimulatedBackend(task, timeout_s=600).__enter__()
+print(backend._server._proc.pid, flush=True)
+anyio.run(backend.evaluate, hang)
+"""
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc (Linux)")
+def test_nothing_outlives_a_killed_evaluator(tmp_path):
+    """kill -9 of the process that owns the backend takes its fork server and the hanging candidate
+    with it (PR_SET_PDEATHSIG), instead of leaving them spinning for ever."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    owner = subprocess.Popen([sys.executable, "-c", _ORPHAN_SCRIPT, str(root)], stdout=subprocess.PIPE,
+                             cwd=tmp_path, text=True)
+    server = int(owner.stdout.readline())
+    deadline = time.monotonic() + 60
+    while not _children(server) and time.monotonic() < deadline:  # the candidate is running
+        time.sleep(0.05)
+    candidates = _children(server)
+    assert candidates, "the candidate never started"
+    owner.kill()
+    owner.wait()
+    deadline = time.monotonic() + 10
+    alive = [server, *candidates]
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if Path(f"/proc/{p}").exists()
+                 and "Z" not in Path(f"/proc/{p}/stat").read_text().split(")")[-1][:3]]
+        time.sleep(0.05)
+    assert not alive, f"still running after their owner was killed: {alive}"
