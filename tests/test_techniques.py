@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import knowledge
+from knowledge import _regions as regions
 from knowledge import NotApplicable, Variant
 
 from test_task import TASK, load_submission, reference
@@ -55,7 +56,7 @@ def test_catalogue_shape():
 def test_the_catalogue_per_vendor():
     amd = [t.name for t in knowledge.catalogue("amd")]
     nvidia = {t.name: t for t in knowledge.catalogue("nvidia")}
-    assert amd == [t.name for t in knowledge.catalogue()]
+    assert amd == [t.name for t in knowledge.catalogue() if "amd" in t.vendors]
     assert {"amd_knobs", "xcd_remap"} <= set(amd) and not {"amd_knobs", "xcd_remap"} & set(nvidia)
     hopper = nvidia["accumulation_precision"]
     assert hopper.prior_min >= 0 and "H200" in hopper.prose
@@ -70,6 +71,18 @@ def test_the_catalogue_per_vendor():
     undone = layout.apply(copied, {"operands": "none"})
     assert "contiguous()" not in undone.split("# region: layout")[1].split("# endregion: layout")[0]
     assert [v.label for v in layout.variants(copied)][0] == "no K-contiguous copies"
+    # The measured point (NVIDIA only) takes a kernel to the H200-measured form in one step.
+    assert "measured_point" in nvidia and "measured_point" not in amd
+    point = nvidia["measured_point"]
+    moved = point.apply(copied, {"point": "h200_fp16"})
+    assert point.detect(moved) == {"point": "h200_fp16"} and point.variants(moved) == []
+    assert hopper.detect(moved) == {"mode": "fp16_upcast"} and layout.detect(moved) == {"operands": "none"}
+    assert nvidia["grouped_order"].detect(moved) == {"GROUP_M": 8}
+    namespace: dict = {}
+    config = "\n".join(regions.body(moved, "config") + regions.body(moved, "select_config"))
+    exec(compile(config, "moved", "exec"), namespace)  # plain Python: the constants and select_config
+    assert namespace["select_config"](6144, 4608, 7168)["num_stages"] == 4
+    assert namespace["select_config"](64, 64, 128)["BLOCK_N"] == 128  # unmeasured shapes: the defaults
 
 
 def test_read_tunables_of_the_seed():

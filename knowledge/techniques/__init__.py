@@ -7,6 +7,7 @@ from .amd_knobs import AmdKnobs
 from .crossover import Crossover
 from .dispatch import ShapeDispatch
 from .layout import LayoutPrepass
+from .measured import MeasuredPoint
 from .order import GroupedOrder, Persistent, XcdRemap
 from .precision import AccumulationPrecision
 from .split_k import SplitK
@@ -24,6 +25,7 @@ _CLASSES = (
     AmdKnobs,
     XcdRemap,
     ShapeDispatch,
+    MeasuredPoint,
     Crossover,
 )
 _INSTANCES: tuple[Technique, ...] = tuple(cls() for cls in _CLASSES)

@@ -69,10 +69,14 @@ class ShapeDispatch(Technique):
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
         policy = self._param(params, "policy", tuple(_POLICIES))
+        return self.install(source, policy, _POLICIES[policy][0])
+
+    def install(self, source: str, policy: str, code: str) -> str:
+        """Put ``code`` (plain Python over m, n, k and cfg) into select_config as the dispatch."""
         require(source, "select_config", "config", why=self.name)
         if not any(line.strip() == "return cfg" for line in body(source, "select_config")):
             raise NotApplicable(f"{self.name}: select_config must end with `return cfg`")
-        text = f"# policy: {policy}\n" + _POLICIES[policy][0].strip("\n")
+        text = f"# policy: {policy}\n" + code.strip("\n")
         if "SPLIT_K" in text and "SPLIT_K" not in read_tunables(source):
             source = install_split_k(source, 1)
         if has(source, "shape_dispatch"):
