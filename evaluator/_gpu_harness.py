@@ -1,4 +1,5 @@
-"""One candidate on one GPU: ``python -m evaluator._gpu_harness RESULT_FD`` (a fresh process each).
+"""One candidate on one GPU: ``python -m evaluator._gpu_harness RESULT_FD`` (a fresh process each;
+with ``GpuRequest.device == "cpu"`` the same protocol runs under Triton's interpreter, for tests).
 
 The trusted parent (``_local.LocalBackend``) sends a ``GpuRequest`` on stdin (the seeds are already
 mixed with its secret seed, so nothing secret is in the environment) and reads one ``GpuResult``
@@ -24,6 +25,7 @@ parent. A CUDA error ends this process: the next candidate gets a fresh one.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -70,15 +72,18 @@ class Rejected(Exception):
     """A runtime rule caught the candidate (the message is the named reason)."""
 
 
-def _call(fn, data, shape, ref, pristine, guard: bool = False):
+def _sync(device: str) -> None:
+    if device == "cuda":
+        __import__("torch").cuda.synchronize()
+
+
+def _call(fn, data, shape, ref, pristine, guard: bool = False, device: str = "cuda"):
     """Run the candidate once (untimed) and judge it; returns (output, reason or None). With
     ``guard`` the call runs under the torch recorder and a torch matmul fallback raises Rejected."""
-    import torch
-
     ops: list = []
-    with torch_recorder(ops) if guard else _nothing():
+    with torch_recorder(ops) if guard else contextlib.nullcontext():
         out = fn(data)
-    torch.cuda.synchronize()
+    _sync(device)
     heavy = heavy_op_verdict(ops, shape) if guard else None
     if heavy:
         raise Rejected(heavy)
@@ -86,16 +91,8 @@ def _call(fn, data, shape, ref, pristine, guard: bool = False):
     return (None, reason) if reason else (out, None)
 
 
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-def _fresh(ref, shape, seed):
-    data = ref.generate_input(m=shape.m, n=shape.n, k=shape.k, seed=seed, device="cuda")
+def _fresh(ref, shape, seed, device: str = "cuda"):
+    data = ref.generate_input(m=shape.m, n=shape.n, k=shape.k, seed=seed, device=device)
     pristine = tuple(t.clone() for t in data)
     data[-1].fill_(float("nan"))  # an unwritten or stale output can never pass
     return data, pristine
@@ -107,10 +104,12 @@ def time_shape(fn, ref, shape, req: GpuRequest, flush, stop_on_failure: bool = T
     ``guard=False`` lets torch do the matrix product (the benchmark's reference and _scaled_mm)."""
     import torch
 
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    cuda = req.device == "cuda"  # on the CPU (tests) the host clock stands in for device events
+    if cuda:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     failure = None
-    data, pristine = _fresh(ref, shape, shape.seed)
-    _, reason = _call(fn, data, shape, ref, pristine, guard=guard)  # warm-up (compiles), checked too
+    data, pristine = _fresh(ref, shape, shape.seed, req.device)
+    _, reason = _call(fn, data, shape, ref, pristine, guard=guard, device=req.device)  # warm-up, checked too
     if reason:
         if stop_on_failure:
             return None, reason
@@ -118,16 +117,19 @@ def time_shape(fn, ref, shape, req: GpuRequest, flush, stop_on_failure: bool = T
     events, hosts = [], []
     began = time.perf_counter()
     for i in range(req.max_calls):
-        data, pristine = _fresh(ref, shape, shape.seed + 13 * (i + 1))
-        flush.zero_()
-        torch.cuda.synchronize()
+        data, pristine = _fresh(ref, shape, shape.seed + 13 * (i + 1), req.device)
+        if flush is not None:
+            flush.zero_()
+        _sync(req.device)
         t0 = time.perf_counter()
-        start.record()
+        if cuda:
+            start.record()
         out = fn(data)
-        end.record()
-        torch.cuda.synchronize()
+        if cuda:
+            end.record()
+        _sync(req.device)
         t1 = time.perf_counter()
-        events.append(start.elapsed_time(end) * 1e3)
+        events.append(start.elapsed_time(end) * 1e3 if cuda else (t1 - t0) * 1e6)
         hosts.append((t1 - t0) * 1e6)
         reason = _judge(out, data, pristine, shape, ref, f" during timing (call {i + 1})")
         if reason and failure is None:
@@ -147,7 +149,7 @@ def run(req: GpuRequest) -> GpuResult:
     import torch
 
     ref = import_reference(req.modules)
-    device = torch.cuda.get_device_name(0)
+    device = torch.cuda.get_device_name(0) if req.device == "cuda" else "cpu (Triton interpreter)"
     versions = _versions()
     for name in ("reference", "utils", "task", "_ks_reference"):
         sys.modules.pop(name, None)
@@ -169,11 +171,11 @@ def run(req: GpuRequest) -> GpuResult:
             return GpuResult("compile_error", "submission defines no custom_kernel(data) function", device=device)
         for shape in req.tests:
             phase = f"test {shape.label()}"
-            data, pristine = _fresh(ref, shape, shape.seed)
-            _, reason = _call(fn, data, shape, ref, pristine, guard=not req.time_reference)
+            data, pristine = _fresh(ref, shape, shape.seed, req.device)
+            _, reason = _call(fn, data, shape, ref, pristine, guard=not req.time_reference, device=req.device)
             if reason:
                 return GpuResult("wrong_output", reason, device=device, versions=versions)
-        flush = torch.empty(req.l2_flush_bytes // 4, dtype=torch.float32, device="cuda")
+        flush = torch.empty(req.l2_flush_bytes // 4, dtype=torch.float32, device="cuda") if req.device == "cuda" else None
         samples = []
         for shape in req.benchmarks:
             phase = f"ranked {shape.label()}"

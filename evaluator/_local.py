@@ -81,18 +81,25 @@ class LocalBackend:
     simulated = False
 
     def __init__(self, task: Task, timeout_s: float = 600.0, output_limit: int = 64_000,
-                 max_calls: int = 100, shape_budget_s: float = 5.0, gpus: list[str] | None = None):
+                 max_calls: int = 100, shape_budget_s: float = 5.0, gpus: list[str] | None = None,
+                 device: str = "cuda"):
+        """``device="cpu"`` runs the same processes and protocol on the CPU under Triton's
+        interpreter, timed by the host clock: every guarantee but the speed, for tests."""
+        if device not in ("cuda", "cpu"):
+            raise ValueError(f"device must be 'cuda' or 'cpu', not {device!r}")
         self.task = task
+        self.device = device
         self.timeout_s = timeout_s
         self.output_limit = output_limit
         self.max_calls = max_calls
         self.shape_budget_s = shape_budget_s
-        self.gpus = gpus if gpus is not None else _gpu_ids()
+        self.gpus = gpus if gpus is not None else (["cpu"] if device == "cpu" else _gpu_ids())
         if not self.gpus:
             raise RuntimeError("the local backend found no GPU (nvidia-smi and torch see none); "
                                "use evaluator.backend = \"simulated\" on this machine")
-        self.device_name = _smi("name") or "GPU"
-        self.driver = _smi("driver_version")
+        cpu = device == "cpu"
+        self.device_name = "CPU (Triton interpreter, test mode)" if cpu else (_smi("name") or "GPU")
+        self.driver = "" if cpu else _smi("driver_version")
         self.spec = DEVICES[device_spec_for(self.device_name)]
         self._free = list(self.gpus)
         self._slots = anyio.Semaphore(len(self.gpus))
@@ -143,12 +150,15 @@ class LocalBackend:
                          tests=[mixed(s) for s in self.task.tests],
                          benchmarks=[mixed(s) for s in self.task.benchmarks], max_calls=self.max_calls,
                          shape_budget_s=self.shape_budget_s, time_reference=reference,
-                         l2_flush_bytes=l2_flush_bytes(self.spec))
+                         l2_flush_bytes=l2_flush_bytes(self.spec), device=self.device)
         token = secrets.token_hex(16).encode()
         workdir = tempfile.mkdtemp(prefix="ks-gpu-")
         env = scrubbed_env()
         env.pop("TRITON_INTERPRET", None)
-        env.update(CUDA_VISIBLE_DEVICES=str(gpu), HIP_VISIBLE_DEVICES=str(gpu),
+        if self.device == "cpu":  # no GPU at all: the interpreter runs the kernels
+            env["TRITON_INTERPRET"] = "1"
+        visible = "" if self.device == "cpu" else str(gpu)
+        env.update(CUDA_VISIBLE_DEVICES=visible, HIP_VISIBLE_DEVICES=visible,
                    TRITON_CACHE_DIR=os.path.join(workdir, ".triton"),
                    TORCH_EXTENSIONS_DIR=os.path.join(workdir, ".torch_ext"))
         read_fd, write_fd = os.pipe()
@@ -223,9 +233,12 @@ class LocalBackend:
                 versions=None) -> EvalReport:
         prov = Provenance(
             backend="local", simulated=False, device=self.device_name,
-            timing_method="device events per call, cross-checked with the host clock between device-wide "
-            "synchronizes; L2 flushed and fresh inputs before every call; every output re-checked",
-            versions={**(versions or {}), "driver": self.driver, "sm_clock": _smi("clocks.sm")},
+            timing_method=("host clock per call on the CPU (test mode: Triton interpreter, no GPU)"
+                           if self.device == "cpu" else
+                           "device events per call, cross-checked with the host clock between device-wide "
+                           "synchronizes; L2 flushed and fresh inputs before every call; every output re-checked"),
+            versions={**(versions or {}), "driver": self.driver,
+                      "sm_clock": "" if self.device == "cpu" else _smi("clocks.sm")},
             seeds=[submission_id], notes=f"wall {wall:.1f} s; seeds mixed with the campaign's secret seed")
         return EvalReport(outcome=outcome, reason=reason, provenance=prov, score_us=score, shapes=list(shapes),
                           checked_shapes=list(self.task.tests), duration_s=0.0)

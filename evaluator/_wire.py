@@ -141,6 +141,7 @@ class GpuRequest(msgspec.Struct, frozen=True):
     shape_budget_s: float = 5.0  # wall-clock budget per ranked shape
     l2_flush_bytes: int = 2 * 64 * 1024 * 1024
     time_reference: bool = False  # time the task's own ref_kernel (the parent's anchor), no import
+    device: Literal["cuda", "cpu"] = "cuda"  # cpu: the protocol under Triton's interpreter, host-clock times (tests)
 
 
 class ShapeSamples(msgspec.Struct, frozen=True):

@@ -1,18 +1,21 @@
-"""The local GPU backend's parts that need no GPU: statistics in the parent, the pre-screen, the
-ROCm code path of the kernels, and the one-file `evaluate` / `export` commands."""
+"""The local GPU backend without a GPU: statistics in the parent, the pre-screen, the ROCm code
+path of the kernels, the one-file `evaluate` / `export` commands, and the whole protocol end to end
+in its CPU mode (real harness processes under Triton's interpreter)."""
 
 import importlib.util
 import math
 
+import msgspec
 import pytest
 import torch
 
 import knowledge
-from blackboard import Shape
+from blackboard import Outcome, Shape
 from evaluator import LocalBackend, load_task, speed_of_light_us
 from evaluator._wire import GpuResult, ShapeSamples
 
 from _support import ROOT, SCENARIOS, cli
+from evaluator_kernels import BETTER
 
 TASK = ROOT / "evaluator" / "tasks" / "amd_fp8_mm"
 
@@ -106,3 +109,53 @@ def test_export_writes_a_leaderboard_file(tmp_path):
     assert cli("export", "--db", str(db), "--kernel", "9999", "--out", str(out)).returncode == 2
     again = cli("evaluate", str(out))
     assert again.returncode == 0
+
+
+# -- the whole local protocol, end to end, on the CPU ---------------------------------------------
+# device="cpu" runs the real processes (fresh harness per candidate, token on the result pipe,
+# process-group kill, verdicts and statistics in the parent) under Triton's interpreter. The task is
+# cut down to shapes the interpreter runs in a moment; only the speed is not a GPU's.
+ATTACKS = ROOT / "tests" / "attacks"
+
+
+@pytest.fixture(scope="module")
+def on_cpu():
+    task = load_task(TASK)
+    small = msgspec.structs.replace(task, tests=task.check_shapes[:2],
+                                    benchmarks=[Shape(64, 64, 128, 7), Shape(64, 128, 256, 8)])
+    return LocalBackend(small, device="cpu", timeout_s=20, max_calls=3, shape_budget_s=0.5)
+
+
+async def test_the_cpu_mode_runs_the_whole_protocol(on_cpu):
+    report = await on_cpu.evaluate(on_cpu.task.seed_source, submission_id=1, secret_seed=99)
+    assert report.outcome is Outcome.PASSED, report.reason
+    assert report.reason == "passed 2 tests and 2 ranked shapes (6 timed calls, each re-checked)"
+    assert [s.shape.label() for s in report.shapes] == ["64x64x128", "64x128x256"]
+    assert all(s.passed and s.time_us > 0 and s.flagged is None for s in report.shapes)
+    assert report.provenance.device.startswith("CPU") and "test mode" in report.provenance.timing_method
+    assert report.provenance.versions["triton"] and not report.provenance.simulated
+
+
+async def test_a_kernel_that_imports_task_finds_it(on_cpu):
+    report = await on_cpu.evaluate(BETTER, submission_id=2, secret_seed=99)
+    assert report.outcome is Outcome.PASSED, report.reason
+
+
+@pytest.mark.parametrize("attack, outcome, reason", [
+    ("dunder_matmul_fallback", Outcome.REJECTED_BY_RULE, "rule heavy_op_runtime"),
+    ("segfault", Outcome.CRASH, "killed by SIGSEGV"),
+    ("infinite_loop", Outcome.TIMEOUT, "exceeded the 20 s limit"),
+    ("forge_stdout", Outcome.WRONG_OUTPUT, "wrong output"),
+    ("zero_inputs", Outcome.WRONG_OUTPUT, "wrote to input"),
+])
+async def test_attacks_and_faults_through_the_local_protocol(on_cpu, attack, outcome, reason):
+    source = (ATTACKS / f"{attack}.py").read_text()
+    report = await on_cpu.evaluate(source, submission_id=3, secret_seed=99)
+    assert report.outcome is outcome and reason in report.reason, report.reason
+    after = await on_cpu.evaluate(on_cpu.task.seed_source, submission_id=4, secret_seed=99)
+    assert after.outcome is Outcome.PASSED, after.reason  # the fault cost one evaluation, nothing more
+
+
+def test_an_unknown_device_is_refused():
+    with pytest.raises(ValueError, match="device must be 'cuda' or 'cpu'"):
+        LocalBackend(load_task(TASK), device="tpu")
