@@ -121,7 +121,8 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc (Linux)")
+@pytest.mark.skipif(not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists(),
+                    reason="needs /proc/PID/task/PID/children (Linux with CONFIG_PROC_CHILDREN)")
 def test_nothing_outlives_a_killed_evaluator(tmp_path):
     """kill -9 of the process that owns the backend takes its fork server and the hanging candidate
     with it (PR_SET_PDEATHSIG), instead of leaving them spinning for ever."""
