@@ -12,10 +12,10 @@ from evaluator._model import MODEL_VERSION
 from evaluator._rules import RuleFinding, static_findings
 from evaluator._sandbox import SandboxError
 from evaluator._simulated import SimulatedBackend
-from evaluator._task import Task, TaskError, load_task
+from evaluator._task import Task, TaskError, geomean, load_task
 from evaluator._wire import Launch, TensorArg, TorchOp
 
 __all__ = [
     "DEVICES", "DeviceSpec", "Launch", "LocalBackend", "MODEL_VERSION", "RuleFinding", "SandboxError", "SimulatedBackend",
-    "Task", "TaskError", "TensorArg", "TorchOp", "load_task", "speed_of_light_us", "static_findings",
+    "Task", "TaskError", "TensorArg", "TorchOp", "geomean", "load_task", "speed_of_light_us", "static_findings",
 ]

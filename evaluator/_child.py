@@ -22,7 +22,6 @@ the bytes, out of the candidate's reach (facts/evaluation-attacks.md).
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import resource
 import sys
@@ -33,7 +32,7 @@ import msgspec
 
 from blackboard.records import Shape
 from evaluator._capture import capture_launches, heavy_op_verdict
-from evaluator._task import import_reference
+from evaluator._task import import_reference, import_submission, isolate_candidate, tensor_bytes
 from evaluator._wire import Capture, CheckOutput, ChildRequest, ChildResult, Launch, TorchOp
 
 RESULT_FILE = ".result"
@@ -134,14 +133,12 @@ def _check_one(fn, shape: Shape, data: tuple, launches: list[Launch] | None = No
     heavy = heavy_op_verdict(ops, shape)
     if heavy:
         return ChildResult("rejected", heavy)
-    def raw(t):
-        return t.flatten().contiguous().view(torch.uint8)  # flatten: size-1 dims keep odd strides
-
     modified = [f"input {i}" for i in range(len(data) - 1)
-                if clones[i].shape != data[i].shape or not torch.equal(raw(clones[i]), raw(data[i]))]
+                if clones[i].shape != data[i].shape
+                or not torch.equal(tensor_bytes(clones[i]), tensor_bytes(data[i]))]
     out = out.detach().contiguous()
     return CheckOutput(shape=shape, dtype=str(out.dtype).removeprefix("torch."), dims=list(out.shape),
-                       data=out.flatten().contiguous().view(torch.uint8).numpy().tobytes(),
+                       data=tensor_bytes(out).numpy().tobytes(),
                        inputs_modified=", ".join(modified) or None)
 
 
@@ -163,8 +160,6 @@ def _launch_plan(launches: list[Launch]) -> list[tuple]:
 
 
 def _work(req: ChildRequest, workdir: Path) -> ChildResult:
-    import shutil
-
     import torch
 
     torch.set_num_threads(1)
@@ -177,19 +172,12 @@ def _work(req: ChildRequest, workdir: Path) -> ChildResult:
     probe = probe_index(req.check) if req.mode == "evaluate" and req.check else None
     probe_in = meta_inputs(ref, req.check[probe]) if probe is not None else None
     del ref
-    shutil.copy(req.modules["task"], workdir / "task.py")  # submissions do `from task import input_t`
-    for name in ("reference", "utils", "_ks_reference"):
-        sys.modules.pop(name, None)
+    isolate_candidate(req.modules, workdir)
 
     try:
         phase = "import"
-        (workdir / "submission.py").write_text(req.source)
-        spec = importlib.util.spec_from_file_location("submission", workdir / "submission.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["submission"] = module
-        spec.loader.exec_module(module)
-        fn = getattr(module, "custom_kernel", None)
-        if not callable(fn):
+        fn = import_submission(req.source, workdir)
+        if fn is None:
             return ChildResult("compile_error", "submission defines no custom_kernel(data) function")
         checks: list[CheckOutput] = []
         real_launches: list[Launch] = []

@@ -26,18 +26,17 @@ parent. A CUDA error ends this process: the next candidate gets a fresh one.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
-import shutil
 import sys
 import time
 import traceback
+from pathlib import Path
 
 import msgspec
 
 from evaluator._capture import heavy_op_verdict, torch_recorder
 from evaluator._lifetime import die_with_parent
-from evaluator._task import import_reference
+from evaluator._task import import_reference, import_submission, isolate_candidate, tensor_bytes
 from evaluator._wire import GpuRequest, GpuResult, ShapeSamples
 
 
@@ -49,10 +48,6 @@ def _versions() -> dict[str, str]:
             "cuda": str(torch.version.cuda), "hip": str(torch.version.hip)}
 
 
-def _raw(t):
-    return t.flatten().contiguous().view(__import__("torch").uint8)
-
-
 def _judge(out, data, pristine, shape, ref, when: str = "") -> str | None:
     """The verdict on one call: a plain tensor, inputs untouched, output within tolerance."""
     import torch
@@ -60,7 +55,7 @@ def _judge(out, data, pristine, shape, ref, when: str = "") -> str | None:
     if type(out) is not torch.Tensor:
         return f"custom_kernel returned {type(out).__name__}, not a plain torch.Tensor, on {shape.label()}{when}"
     for i in range(len(pristine) - 1):
-        if not torch.equal(_raw(data[i]), _raw(pristine[i])):
+        if not torch.equal(tensor_bytes(data[i]), tensor_bytes(pristine[i])):
             return f"the kernel wrote to input {i} on {shape.label()}{when}"
     ok, msg = ref.check_implementation(pristine, out)
     if not ok:
@@ -151,23 +146,11 @@ def run(req: GpuRequest) -> GpuResult:
     ref = import_reference(req.modules)
     device = torch.cuda.get_device_name(0) if req.device == "cuda" else "cpu (Triton interpreter)"
     versions = _versions()
-    for name in ("reference", "utils", "task", "_ks_reference"):
-        sys.modules.pop(name, None)
+    isolate_candidate(req.modules, Path.cwd())  # the working directory is the candidate's own
     phase = "import"
-    if not req.time_reference and "task" in req.modules:
-        shutil.copy(req.modules["task"], "task.py")  # the working directory is the candidate's own
     try:
-        if req.time_reference:
-            fn = ref.ref_kernel
-        else:
-            with open("submission.py", "w") as f:
-                f.write(req.source)
-            spec = importlib.util.spec_from_file_location("submission", os.path.abspath("submission.py"))
-            module = importlib.util.module_from_spec(spec)
-            sys.modules["submission"] = module
-            spec.loader.exec_module(module)
-            fn = getattr(module, "custom_kernel", None)
-        if not callable(fn):
+        fn = ref.ref_kernel if req.time_reference else import_submission(req.source, Path.cwd())
+        if fn is None:
             return GpuResult("compile_error", "submission defines no custom_kernel(data) function", device=device)
         for shape in req.tests:
             phase = f"test {shape.label()}"

@@ -14,7 +14,6 @@ GPU time.
 
 from __future__ import annotations
 
-import math
 import os
 import secrets
 import shutil
@@ -31,7 +30,7 @@ from blackboard.records import EvalReport, Outcome, Provenance, Shape, ShapeResu
 from evaluator._devices import DEVICES, l2_flush_bytes, speed_of_light_us
 from evaluator._rules import rule_verdict
 from evaluator._sandbox import scrubbed_env
-from evaluator._task import Task, mix_seed
+from evaluator._task import Task, geomean, mix_seed
 from evaluator._wire import GpuRequest, GpuResult
 
 _STATUS = {"compile_error": Outcome.COMPILE_ERROR, "crash": Outcome.CRASH, "oom": Outcome.OUT_OF_MEMORY,
@@ -223,7 +222,7 @@ class LocalBackend:
                 flagged, time_us = f"faster than the speed of light ({sol:.1f} us); floored", sol
             shapes.append(ShapeResult(shape=s.shape, passed=True, time_us=round(time_us, 3), sol_us=round(sol, 3),
                                       flagged=flagged))
-        score = math.exp(sum(math.log(x.time_us) for x in shapes) / len(shapes))
+        score = geomean([x.time_us for x in shapes])
         calls = sum(len(s.event_us) for s in result.samples)
         return self._report(Outcome.PASSED, f"passed {len(self.task.tests)} tests and {len(shapes)} ranked "
                             f"shapes ({calls} timed calls, each re-checked)", submission_id, secret_seed,

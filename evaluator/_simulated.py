@@ -28,7 +28,7 @@ from evaluator._devices import DEVICES, speed_of_light_us
 from evaluator._model import MODEL_VERSION, ModelInfeasible, is_vector_gemm, capture_time_us
 from evaluator._rules import rule_verdict
 from evaluator._sandbox import ForkServer, JobOutcome
-from evaluator._task import Task, import_reference, mix_seed
+from evaluator._task import Task, geomean, import_reference, mix_seed
 from evaluator._wire import CheckOutput, ChildRequest, ChildResult
 
 _result_decoder = msgspec.msgpack.Decoder(ChildResult)
@@ -133,7 +133,7 @@ class SimulatedBackend:
             t, _ = capture_time_us(Capture(shape=s, launches=launches, torch_ops=ops), self.device)
             shapes.append(ShapeResult(shape=s, passed=True, time_us=round(t, 4),
                                       sol_us=round(speed_of_light_us(s, self.device), 4)))
-        score = math.exp(sum(math.log(r.time_us) for r in shapes) / len(shapes))
+        score = geomean([r.time_us for r in shapes])
         return EvalReport(outcome=Outcome.PASSED, reason=f"the task's reference, modelled geomean {score:.2f} us",
                           provenance=self._provenance(0, 0, notes="reference implementation, no sandbox"),
                           score_us=round(score, 4), shapes=shapes)
@@ -256,7 +256,7 @@ class SimulatedBackend:
             shapes.append(ShapeResult(shape=s, passed=True, time_us=round(t, 4), sol_us=round(sol, 4), flagged=flag))
             ref_s = 2 * s.m * s.n * s.k / (_REF_TFLOPS * 1e12)
             service_s += 2 * (_SHAPE_SETUP_S + 100 * (t * 1e-6 + ref_s + _CALL_OVERHEAD_S))
-        score = math.exp(sum(math.log(r.time_us) for r in shapes) / len(shapes))
+        score = geomean([r.time_us for r in shapes])
         flagged = sum(1 for r in shapes if r.flagged)
         reason = f"passed {len(checks)} check shapes on the CPU interpreter; modelled geomean {score:.2f} us"
         if flagged:

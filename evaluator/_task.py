@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import math
+import shutil
 import sys
 import types
 from pathlib import Path
@@ -138,6 +140,11 @@ def derive_check_shapes(tests: list[Shape]) -> list[Shape]:
     return chosen
 
 
+def geomean(values: list[float]) -> float:
+    """The task's score over its ranked shapes: the geometric mean of the per-shape times."""
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
 def mix_seed(seed: int, secret_seed: int) -> int:
     """A test seed combined with the secret seed (as the public harness did), stable across runs."""
     digest = hashlib.blake2b(f"{seed}:{secret_seed}".encode(), digest_size=4).digest()
@@ -167,3 +174,32 @@ def import_reference(modules: dict[str, str], alias: str = "_ks_reference") -> t
                 sys.modules.pop(name, None)
             else:
                 sys.modules[name] = old
+
+
+def isolate_candidate(modules: dict[str, str], folder: Path) -> None:
+    """Ready a candidate's working folder: the task's ``task.py`` beside it (submissions do
+    ``from task import input_t``), and none of the harness's own modules importable by name."""
+    shutil.copy(modules["task"], folder / "task.py")
+    for name in ("reference", "utils", "task", "_ks_reference"):
+        sys.modules.pop(name, None)
+
+
+def import_submission(source: str, folder: Path):
+    """Write ``source`` as submission.py in ``folder``, import it, and return its
+    ``custom_kernel`` (None when it defines no callable of that name)."""
+    path = folder / "submission.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("submission", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["submission"] = module
+    spec.loader.exec_module(module)
+    fn = getattr(module, "custom_kernel", None)
+    return fn if callable(fn) else None
+
+
+def tensor_bytes(t):
+    """A tensor's bytes in logical order, for bit-exact comparison (flatten first: size-1 dims can
+    keep odd strides)."""
+    import torch
+
+    return t.flatten().contiguous().view(torch.uint8)

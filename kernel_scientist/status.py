@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import math
 
 import msgspec
 
 from blackboard import Blackboard, Evaluation, KernelState
+from evaluator import geomean
 
 
 class Entry(msgspec.Struct, frozen=True):
@@ -107,6 +107,6 @@ def _per_shape(board: Blackboard, kernel_id: int) -> list[str]:
         ref_t = ref.shapes[i].time_us if ref and ref.shapes else None
         out.append(f"  {s.shape.label():>16}: {_fmt(s.time_us):>10} / {_fmt(seed_t):>10} / {_fmt(ref_t):>10}")
     if best:
-        geo = math.exp(sum(math.log(s.time_us) for s in best if s.time_us) / len(best))
+        geo = geomean([s.time_us for s in best if s.time_us])
         out.append(f"  {'geomean':>16}: {geo:7.1f} us")
     return out

@@ -14,9 +14,7 @@ and timing goes on, so that a fast but wrong method still gets a time.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import math
 import sys
 import tempfile
 import time
@@ -27,13 +25,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def _module_from_source(name: str, source: str):
-    path = Path(tempfile.mkdtemp()) / f"{name}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.custom_kernel
+def _kernel_from_source(what: str, source: str):
+    """The submission's custom_kernel, imported from its own temporary folder."""
+    from evaluator._task import import_submission
+
+    fn = import_submission(source, Path(tempfile.mkdtemp()))
+    if fn is None:
+        raise SystemExit(f"bench_gpu: {what} defines no custom_kernel(data)")
+    return fn
 
 
 _LAYOUT: list = []  # the scale layout this torch accepts, found on the first call
@@ -78,7 +77,7 @@ def main() -> int:
     import torch
 
     from blackboard import open_existing
-    from evaluator import load_task, speed_of_light_us, DEVICES
+    from evaluator import DEVICES, geomean, load_task, speed_of_light_us
     from evaluator._gpu_harness import time_shape
     from evaluator._devices import l2_flush_bytes
     from evaluator._local import device_spec_for
@@ -103,14 +102,14 @@ def main() -> int:
     gpu = torch.cuda.get_device_name(0)
     spec = DEVICES[device_spec_for(gpu)]
     methods = {"reference": ref.ref_kernel, "scaled_mm": _scaled_mm,
-               "seed": _module_from_source("seed_kernel", task.seed_source)}
+               "seed": _kernel_from_source("the seed", task.seed_source)}
     for db in args.db:
         from kernel_scientist import status
 
         with open_existing(db) as board:
             kid = (args.kernel if len(args.db) == 1 else None) or status.status(board).best.kernel_id
             label = f"kernel {kid}" if len(args.db) == 1 else f"{db.stem}:{kid}"
-            methods[label] = _module_from_source(f"kernel_{len(methods)}", board.kernel(kid).source)
+            methods[label] = _kernel_from_source(f"{db} kernel {kid}", board.kernel(kid).source)
     req = GpuRequest(source="", modules=task.modules, tests=[], benchmarks=task.benchmarks,
                      max_calls=args.max_calls, shape_budget_s=args.budget)
     flush = torch.empty(l2_flush_bytes(spec) // 4, dtype=torch.float32, device="cuda")
@@ -137,16 +136,16 @@ def main() -> int:
     for name, r in rows.items():
         times = [x["us"] for x in r if x["us"]]
         quick = [x["do_bench_us"] for x in r if x.get("do_bench_us")]
-        summary[name] = {"geomean_us": round(math.exp(sum(map(math.log, times)) / len(times)), 2)
+        summary[name] = {"geomean_us": round(geomean(times), 2)
                          if len(times) == len(r) else None,
-                         "do_bench_geomean_us": round(math.exp(sum(map(math.log, quick)) / len(quick)), 2)
+                         "do_bench_geomean_us": round(geomean(quick), 2)
                          if quick and len(quick) == len(r) else None,
                          "passed_shapes": sum(x["passed"] for x in r), "shapes": len(r)}
     import triton
 
     result = {"date": date.today().isoformat(), "gpu": gpu, "torch": str(torch.__version__), "triton": str(triton.__version__),
               "cuda": torch.version.cuda, "hip": torch.version.hip, "method": __doc__.split("\n\n")[1].replace("\n", " "),
-              "speed_of_light_geomean_us": round(math.exp(sum(math.log(v) for v in sol.values()) / len(sol)), 2),
+              "speed_of_light_geomean_us": round(geomean(list(sol.values())), 2),
               "summary": summary, "rows": rows, "at": time.time()}
     args.out.write_text(json.dumps(result, indent=1))
     names = list(rows)

@@ -24,7 +24,7 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from blackboard.records import Shape  # noqa: E402
-from evaluator import DEVICES, Launch, SimulatedBackend, TensorArg, TorchOp, load_task  # noqa: E402
+from evaluator import DEVICES, Launch, SimulatedBackend, TensorArg, TorchOp, geomean, load_task  # noqa: E402
 from evaluator._model import ModelInfeasible, launch_time_us, torch_op_time_us  # noqa: E402
 
 # facts/h200-anchors.md, "plain Triton precise" column (us), keyed by (m, n, k).
@@ -37,10 +37,6 @@ ANCHOR_US = {
 }
 ANCHOR_GEOMEAN_US = 200.1
 REFERENCE_GEOMEAN_US = 1133.5  # the PyTorch reference (fp32 dequantize + fp32 matmul) on the H200
-
-
-def geomean(xs: list[float]) -> float:
-    return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
 def family_best_us(shape: Shape, device: str) -> float:

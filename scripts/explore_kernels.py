@@ -40,6 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from evaluator import geomean  # noqa: E402
+
 MODES = {"precise": 0, "sub32": 1, "sub64": 2, "bf16": 3, "fp16": 4, "fast": 5, "fp16x2": 6}
 # (BLOCK_M, BLOCK_N, num_warps, num_stages), cheapest to compile first.
 CONFIGS = [(128, 128, 8, 3), (64, 128, 4, 4), (128, 128, 4, 3), (128, 64, 4, 4), (128, 256, 8, 3),
@@ -131,10 +133,6 @@ def make_kernel(mode: str, layout: str, cfg: tuple[int, int, int, int]):
         return c
 
     return run
-
-
-def geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def summarise(rows: list[dict], shapes: list[str]) -> dict:
