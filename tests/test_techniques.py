@@ -6,6 +6,7 @@ garbage there (stack notes), so the bf16-upcast precision variant is only run, n
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -59,8 +60,8 @@ def test_the_catalogue_per_vendor():
     assert amd == [t.name for t in knowledge.catalogue() if "amd" in t.vendors]
     assert {"amd_knobs", "xcd_remap"} <= set(amd) and not {"amd_knobs", "xcd_remap"} & set(nvidia)
     hopper = nvidia["accumulation_precision"]
-    assert hopper.prior_min >= 0 and "H200" in hopper.prose
-    # On Hopper only the forms that pass the check are offered, the measured fastest first.
+    assert hopper.prior_min >= 0 and "Hopper" in hopper.prose
+    # On Hopper only the forms that can pass a tight tolerance are offered, fp16 first.
     assert [v.params["mode"] for v in hopper.variants(SEED)] == ["fp16_upcast", "bf16_upcast"]
     fp16 = hopper.apply(SEED, {"mode": "fp16_upcast"})
     assert "tl.dot(a.to(tl.float16), b.to(tl.float16))" in fp16 and hopper.detect(fp16) == {"mode": "fp16_upcast"}
@@ -71,18 +72,65 @@ def test_the_catalogue_per_vendor():
     undone = layout.apply(copied, {"operands": "none"})
     assert "contiguous()" not in undone.split("# region: layout")[1].split("# endregion: layout")[0]
     assert [v.label for v in layout.variants(copied)][0] == "no K-contiguous copies"
-    # The measured point (NVIDIA only) takes a kernel to the H200-measured form in one step.
-    assert "measured_point" in nvidia and "measured_point" not in amd
-    point = nvidia["measured_point"]
-    moved = point.apply(copied, {"point": "h200_fp16"})
-    assert point.detect(moved) == {"point": "h200_fp16"} and point.variants(moved) == []
-    assert hopper.detect(moved) == {"mode": "fp16_upcast"} and layout.detect(moved) == {"operands": "none"}
-    assert nvidia["grouped_order"].detect(moved) == {"GROUP_M": 8}
-    namespace: dict = {}
-    config = "\n".join(regions.body(moved, "config") + regions.body(moved, "select_config"))
-    exec(compile(config, "moved", "exec"), namespace)  # plain Python: the constants and select_config
-    assert namespace["select_config"](6144, 4608, 7168)["num_stages"] == 4
-    assert namespace["select_config"](64, 64, 128)["BLOCK_N"] == 128  # unmeasured shapes: the defaults
+    hopper_only = {"fp16_prepass", "tma_descriptors", "warp_specialize"}
+    assert hopper_only <= set(nvidia) and not hopper_only & set(amd)
+    assert nvidia["persistent"].variants(SEED)[0].params == {"NUM_SMS": 132}
+    # No measured per-shape table anywhere in the catalogue's source.
+    for path in (Path(knowledge.__file__).parent / "techniques").glob("*.py"):
+        assert "(1024, 1536, 7168)" not in path.read_text() and "measured_point" not in path.read_text()
+
+
+HOPPER_CHAIN = [("fp16_prepass", {"operands": "fp16"}), ("tma_descriptors", {"tma": True}),
+                ("persistent", {"NUM_SMS": 132}), ("warp_specialize", {"warp_specialize": True}),
+                ("lean_host", {"launch": "compiled"}), ("in_submission_tuning", {"space": "tiles6"})]
+
+
+def test_the_hopper_pipeline_runs_in_the_interpreter(tmp_path):
+    """The structure a Hopper campaign builds step by step: each step is detected afterwards, the
+    steps it excludes are no longer offered, and the kernel passes the check (CPU interpreter:
+    descriptors, the warp-specialised loop and the JIT launch fallback all run there)."""
+    nvidia = {t.name: t for t in knowledge.catalogue("nvidia")}
+    source = SEED
+    for name, params in HOPPER_CHAIN:
+        source = nvidia[name].apply(source, params)
+        assert nvidia[name].detect(source) == params
+        assert all(v.params != params for v in nvidia[name].variants(source))
+    assert nvidia["accumulation_precision"].variants(source) == []  # the dot multiplies fp16 already
+    assert nvidia["tile_shape"].variants(source) == [] and nvidia["num_stages"].variants(source) == []
+    with pytest.raises(NotApplicable, match="layout is fixed"):
+        nvidia["layout_prepass"].apply(source, {"operands": "ab"})
+    assert "tl.make_tensor_descriptor" in source and "warp_specialize=True" in source
+    _checks(source, tmp_path, "hopper", shapes=SHAPES + [(128, 320, 384)])
+    module = load_submission(source, tmp_path, "hopper2")
+    for _ in range(2):  # the second call of a shape takes the cached settings and launch path
+        data = reference.generate_input(64, 128, 256, seed=5, device="cpu")
+        ok, message = reference.check_implementation(data, module.custom_kernel(data))
+        assert ok, message[:300]
+    with pytest.raises(NotApplicable, match="persistent"):
+        nvidia["warp_specialize"].apply(SEED, {"warp_specialize": True})
+
+
+def test_compound_plans_compose_and_predict_once(tmp_path):
+    nvidia = {t.name: t for t in knowledge.catalogue("nvidia")}
+    compound = nvidia["compound"]
+    offered = compound.variants(SEED)
+    assert offered and all(2 <= len(json.loads(v.params["steps"])) <= 3 for v in offered)
+    for variant in offered:
+        steps = json.loads(variant.params["steps"])
+        stepwise = SEED
+        for name, params in steps:
+            stepwise = nvidia[name].apply(stepwise, params)
+        assert compound.apply(SEED, variant.params) == stepwise
+        # One prediction: the steps' priors combined, so the brain sees more than any step alone.
+        assert compound.edge(variant.params) > 0
+    # A step that a later one undoes (the pre-pass replaces the precision form) is no compound.
+    assert not any("mode=" in v.label and "pre-pass" in v.label for v in offered)
+    first = json.loads(offered[0].params["steps"])
+    assert {name for name, _ in first} <= set(nvidia) - {"tile_shape", "num_warps", "num_stages"}
+    _checks(compound.apply(SEED, offered[0].params), tmp_path, "compound")
+    for bad in ({"steps": "[]"}, {"steps": "not json"}, {"steps": '[["nope", {}], ["persistent", {}]]'}, {}):
+        with pytest.raises(NotApplicable):
+            compound.apply(SEED, bad)
 
 
 def test_read_tunables_of_the_seed():

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from .._base import Technique
 from .amd_knobs import AmdKnobs
+from .compound import Compound
 from .crossover import Crossover
 from .dispatch import ShapeDispatch
+from .hopper import ConversionPrepass, TensorDescriptors, WarpSpecialize
 from .layout import LayoutPrepass
-from .measured import MeasuredPoint
 from .order import GroupedOrder, Persistent, XcdRemap
 from .precision import AccumulationPrecision
 from .split_k import SplitK
 from .tunables import Stages, TileShape, Warps
+from .tuning import InSubmissionTuning, LeanHost
 
 _CLASSES = (
     TileShape,
@@ -21,22 +23,29 @@ _CLASSES = (
     SplitK,
     LayoutPrepass,
     AccumulationPrecision,
+    ConversionPrepass,
+    TensorDescriptors,
     Persistent,
+    WarpSpecialize,
     AmdKnobs,
     XcdRemap,
     ShapeDispatch,
-    MeasuredPoint,
+    InSubmissionTuning,
+    LeanHost,
     Crossover,
 )
-_INSTANCES: tuple[Technique, ...] = tuple(cls() for cls in _CLASSES)
+_SINGLE: tuple[Technique, ...] = tuple(cls() for cls in _CLASSES)
+_INSTANCES: tuple[Technique, ...] = _SINGLE + (Compound(list(_SINGLE)),)
 
 
 def catalogue(vendor: str | None = None) -> list[Technique]:
     """Every technique; with a vendor ("amd" or "nvidia"), those that can change anything on its
-    GPUs, each in the form measured there (an experiment that cannot move the number is waste)."""
+    GPUs, each in its form for that vendor's hardware (an experiment that cannot move the number
+    is waste), and compounds made of those alone."""
     if vendor is None:
         return list(_INSTANCES)
-    return [item.for_vendor(vendor) for item in _INSTANCES if vendor in item.vendors]
+    singles = [item.for_vendor(vendor) for item in _SINGLE if vendor in item.vendors]
+    return singles + [Compound(singles)]
 
 
 def catalogue_without_crossover() -> list[Technique]:

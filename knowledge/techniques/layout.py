@@ -35,6 +35,11 @@ class LayoutPrepass(Technique):
 
     def detect(self, source: str) -> dict[str, Param] | None:
         require(source, "prepare", why=self.name)
+        if has(source, "descriptors") or has(source, "prepass"):
+            # Tensor descriptors are built for the inputs' own layout, and the fp16 pre-pass keeps
+            # it: a copy to K-contiguous rows would silently break both.
+            raise NotApplicable(f"{self.name}: the kernel reads the column-major inputs through descriptors "
+                                "or a conversion pre-pass; their layout is fixed")
         if not has(source, "layout"):
             return None
         text = "\n".join(body(source, "layout"))
@@ -60,7 +65,7 @@ class LayoutPrepass(Technique):
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
         key = self._param(params, "operands", tuple(_COPIES))
-        require(source, "prepare", why=self.name)
+        self.detect(source)
         prepare = "\n".join(body(source, "prepare"))
         if "a, b, a_scale, b_scale, c = data" not in prepare:
             raise NotApplicable(f"{self.name}: region prepare must unpack `a, b, a_scale, b_scale, c = data`")
@@ -77,3 +82,19 @@ class LayoutPrepass(Technique):
         if has(source, "layout"):
             return replace_body(source, "layout", text)
         return insert(source, "prepare", f"# region: layout\n{text}\n# endregion: layout")
+
+    def for_vendor(self, vendor: str) -> Technique:
+        return _HopperLayout() if vendor == "nvidia" else self
+
+
+class _HopperLayout(LayoutPrepass):
+    """The NVIDIA form: K-contiguous copies matter for fp8 MMAs only."""
+
+    prose = (
+        "Hopper's wgmma reads 16-bit operands from shared memory in either major order, but fp8 "
+        "operands only K-major. For a kernel that multiplies fp8 tiles (precise accumulation) on "
+        "these column-major inputs, copying a and b to K-contiguous rows first saves a transpose "
+        "per tile; a kernel that converts to fp16 gains nothing from the copy and still pays its "
+        "extra pass over both operands (and it blocks tensor descriptors over the inputs as given)."
+    )
+    prior_min, prior_max = -0.1, 0.2

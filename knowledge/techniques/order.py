@@ -174,7 +174,7 @@ class Persistent(Technique):
         )
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
-        sms = self._param(params, "NUM_SMS", self._SMS + (152, 1216))
+        sms = self._param(params, "NUM_SMS", self._SMS + (66, 132, 152, 264, 1216))
         if self.detect(source) is not None:
             return set_constant(source, "NUM_SMS", sms)
         require(source, "grid", "work_preamble", why=self.name)
@@ -194,3 +194,21 @@ class Persistent(Technique):
         source = add_tunable(source, "NUM_SMS", sms)
         source = replace_body(source, "tile", new_body)
         return replace_line(source, "grid", "grid = ", 'grid = (min(cfg["NUM_SMS"], num_work),)')
+
+    def for_vendor(self, vendor: str) -> Technique:
+        return _HopperPersistent() if vendor == "nvidia" else self
+
+
+class _HopperPersistent(Persistent):
+    """The NVIDIA form: one or two programs per SM of an H100/H200 (132 SMs)."""
+
+    prose = (
+        "A persistent kernel launches one program per SM (132 on an H100/H200) and lets each loop "
+        "over output tiles with a stride of NUM_SMS. It saves block launch and start-up cost, keeps "
+        "per-program set-up (tensor descriptors, scale pointers) out of the tile loop, and is what "
+        "Triton's warp specialisation and flattened tile+K pipelining build on: the next tile's "
+        "first copies overlap the current tile's epilogue. The last round stays partly idle when "
+        "the tile count is not a multiple of 132."
+    )
+    prior_min, prior_max = -0.05, 0.2
+    _SMS = (132, 264)

@@ -1,8 +1,8 @@
 """Accumulation precision of the fp8 dot: precise, fast, or upcast operands.
 
 Which forms are worth an evaluation depends on the vendor: on MI300X every fp8 MFMA accumulates in
-fp32, so "fast" is free; on NVIDIA Hopper "fast" fails the check and converting to fp16 is faster
-than precise fp8 (scripts/explore_kernels.py, docs/h200.md).
+fp32, so "fast" is free; on NVIDIA Hopper the fp8 tensor cores accumulate with reduced precision,
+so only the precise and the 16-bit forms can pass a tight tolerance.
 
 The timing model reads the mode statically from the dot line (``max_num_imprecise_acc=0``,
 ``.to(tl.bfloat16)``, ``.to(tl.float32)``), so each mode rewrites that one call in a fixed form.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from .._base import NotApplicable, Param, Technique, Variant
-from .._regions import body, replace_line, require
+from .._regions import body, has, replace_line, require
 
 _DOT = re.compile(r"^(?P<lhs>\w+\s*=\s*)tl\.dot\((?P<args>.*)\)\s*$")
 _OPERAND = re.compile(r"^\s*(\w+)")
@@ -98,6 +98,8 @@ class AccumulationPrecision(Technique):
         return {"mode": "fast"}
 
     def variants(self, source: str, reference: str | None = None) -> list[Variant]:
+        if has(source, "prepass"):
+            return []  # the operands reach the dot as fp16 already: no fp8 accumulation to choose
         return self._fresh(
             source,
             [self._variant({"mode": mode}, f"mode={mode}", [_CHANGES[mode]]) for mode in self.modes],
@@ -111,21 +113,18 @@ class AccumulationPrecision(Technique):
 
 
 class _HopperPrecision(AccumulationPrecision):
-    """The NVIDIA form: only the modes that pass the check there, fp16 first."""
+    """The NVIDIA form: only the modes that can pass a tight tolerance there, fp16 first."""
 
     prose = (
-        "On NVIDIA Hopper the fp8 tensor cores accumulate with reduced precision. Measured on an H200 "
-        "(scripts/explore_kernels.py, 2026-11-30): default accumulation fails this task's atol = 1e-3 on "
-        "every shape, even one K = 32 dot at a time; max_num_imprecise_acc=0 passes but serialises each "
-        "MMA with its fp32 promotion. Converting the fp8 tiles to fp16 (exact for e4m3, one convert per "
-        "pair) and using an fp16 dot, which accumulates in fp32, passes and was the fastest form on 17 "
-        "of 18 ranked shapes: 189.5 us vs 251.9 us for precise fp8 with the same 64x128 tile, 4 warps "
-        "and 4 stages, on the column-major inputs as given. bf16 passes too but converts more slowly."
+        "On NVIDIA Hopper the fp8 tensor cores (wgmma) accumulate with reduced precision: a few "
+        "outputs near zero miss a tight absolute tolerance such as this task's atol = 1e-3, and "
+        "promoting to fp32 every few MMAs does not cure it for long K. Two forms pass: "
+        "max_num_imprecise_acc=0 (promotion after every MMA, which serialises each MMA with fp32 "
+        "adds) or converting the fp8 tiles to a 16-bit type first (exact for e4m3) and using a "
+        "16-bit dot, which accumulates in fp32 at half the fp8 rate. fp16 is the cheaper 16-bit "
+        "target: sm_90 converts an e4m3 pair to an fp16 pair in one instruction "
+        "(cvt.rn.f16x2.e4m3x2), while bf16 needs a detour through fp16 or fp32. Converting in the "
+        "K loop repeats the conversion for every tile that reuses an operand; see fp16_prepass."
     )
     prior_min, prior_max = 0.0, 0.35
     modes = ("fp16_upcast", "precise", "bf16_upcast")
-    # Measured with the same tiles and layout: fp16 beat bf16 in all 16 configurations (by 4 to 44%).
-    _EDGE = {"fp16_upcast": 0.1, "bf16_upcast": -0.15}
-
-    def edge(self, params: dict[str, Param]) -> float:
-        return self._EDGE.get(str(params.get("mode")), 0.0)

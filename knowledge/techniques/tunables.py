@@ -7,11 +7,13 @@ refused instead of silently gaining a setting nothing reads.
 from __future__ import annotations
 
 from .._base import NotApplicable, Param, Technique, Variant
-from .._regions import read_tunables, require, set_constant
+from .._regions import has, read_tunables, require, set_constant
 
 
 def _need(source: str, *names: str, why: str) -> dict[str, int]:
     require(source, "config", why=why)
+    if has(source, "tuning"):
+        raise NotApplicable(f"{why}: the kernel picks its tile, warps and stages per shape itself (in-submission tuning)")
     tunables = read_tunables(source)
     missing = [name for name in names if name not in tunables]
     if missing:

@@ -1,0 +1,237 @@
+"""Hopper (sm_90) structure: where the fp8-to-fp16 conversion happens, tensor descriptors (TMA),
+and warp specialisation of the persistent tile loop.
+
+Why these three: Hopper's fp8 tensor cores accumulate with reduced precision, so a kernel that must
+match an fp32 reference at atol 1e-3 multiplies in 16 bits (e4m3 converts to fp16 exactly) and
+promotes each 128-deep scale block into an fp32 accumulator. Converting inside the K loop costs
+registers and a round trip through shared memory for every tile, every time a tile is reused;
+converting once in a bandwidth-bound pre-pass costs two bytes written per element once, and lets
+the GEMM feed the tensor cores straight from TMA copies. The promotion after every block stalls the
+asynchronous MMA chain; a persistent loop with warp specialisation lets the producer warps keep
+copying while the consumer warps promote. All three are Triton 3.4+ features (tensor descriptors,
+``tl.range(..., warp_specialize=True)``); NVIDIA only: the MI300X accumulates fp8 in fp32 and has
+no TMA.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .._base import NotApplicable, Param, Technique, Variant
+from .._regions import body, has, insert, insert_after_region, replace_body, replace_line, require
+from .precision import _dot_line
+
+_PREPASS_KERNEL = '''
+# region: prepass_kernel
+@triton.jit
+def fp8_to_fp16_kernel(a_ptr, b_ptr, a16_ptr, b16_ptr, NA, NB, BLOCK: tl.constexpr):
+    """Element-for-element fp8 -> fp16 of both operands in one launch (e4m3 fits fp16 exactly)."""
+    pid = tl.program_id(0)
+    blocks_a = tl.cdiv(NA, BLOCK)
+    if pid < blocks_a:
+        offs = pid * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < NA
+        tl.store(a16_ptr + offs, tl.load(a_ptr + offs, mask=mask).to(tl.float16), mask=mask)
+    else:
+        offs = (pid - blocks_a) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < NB
+        tl.store(b16_ptr + offs, tl.load(b_ptr + offs, mask=mask).to(tl.float16), mask=mask)
+
+
+_FP16_SCRATCH = {}  # (shapes, strides, device) -> the two fp16 buffers; scratch only, never a result
+
+
+def to_fp16(a, b):
+    """fp16 copies of a and b with the same strides, in buffers reused while the shape repeats."""
+    key = (tuple(a.shape), a.stride(), tuple(b.shape), b.stride(), str(a.device))
+    buffers = _FP16_SCRATCH.get(key)
+    if buffers is None:
+        _FP16_SCRATCH.clear()
+        buffers = (torch.empty_strided(a.shape, a.stride(), dtype=torch.float16, device=a.device),
+                   torch.empty_strided(b.shape, b.stride(), dtype=torch.float16, device=b.device))
+        _FP16_SCRATCH[key] = buffers
+    a16, b16 = buffers
+    na, nb = a.numel(), b.numel()
+    grid = (triton.cdiv(na, 4096) + triton.cdiv(nb, 4096),)
+    fp8_to_fp16_kernel[grid](a, b, a16, b16, na, nb, BLOCK=4096)
+    return a16, b16
+# endregion: prepass_kernel
+'''
+
+
+def _copies_layout(source: str) -> bool:
+    """Does the kernel copy its operands to another layout first (layout_prepass)?"""
+    return has(source, "layout") and any(
+        line.strip() and not line.strip().startswith("#") for line in body(source, "layout"))
+
+
+class ConversionPrepass(Technique):
+    name = "fp16_prepass"
+    title = "fp8 -> fp16 conversion in a pre-pass"
+    category = "precision"
+    prose = (
+        "On Hopper the fp8 tensor cores accumulate with reduced precision and miss a tight fp32 "
+        "tolerance; 16-bit MMAs accumulate in fp32. e4m3 values convert to fp16 exactly, so an "
+        "fp16 GEMM with the per-block scales applied in fp32 is as exact as the fp32 reference. "
+        "Where to convert: inside the K loop every tile is converted again each time it is reused "
+        "(once per output tile that reads it), through registers and back to shared memory; a "
+        "pre-pass kernel converts each element once (read 1 byte, write 2: about 3 bytes per "
+        "element at HBM speed) and leaves the GEMM a plain fp16 problem that TMA can feed. The "
+        "pre-pass costs one extra launch (host time on small shapes) and the fp16 copies double "
+        "the GEMM's operand traffic, which only matters where the GEMM is memory-bound."
+    )
+    prior_min, prior_max = 0.0, 0.4
+    novelty = 0.6
+    vendors = ("nvidia",)
+
+    def detect(self, source: str) -> dict[str, Param] | None:
+        require(source, "prepare", "dot", why=self.name)
+        return {"operands": "fp16"} if has(source, "prepass") else None
+
+    def variants(self, source: str, reference: str | None = None) -> list[Variant]:
+        changes = ["add a Triton kernel converting a and b from fp8 to fp16 in one launch (strides kept)",
+                   "convert both operands at the start of custom_kernel, into buffers reused per shape",
+                   "the GEMM's dot becomes a plain fp16 tl.dot with the scales applied per 128-deep K block"]
+        return self._fresh(source, [self._variant({"operands": "fp16"}, "fp16 pre-pass", changes)])
+
+    def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
+        self._param(params, "operands", ("fp16",))
+        if self.detect(source) is not None:
+            return source
+        require(source, "select_config", why=self.name)
+        if _copies_layout(source):
+            raise NotApplicable(f"{self.name}: the layout pre-pass copies the operands already; undo it first "
+                                "(layout_prepass 'none') so one pass both converts and keeps the layout")
+        line, lhs, a, b = _dot_line(source)
+        source = replace_line(source, "dot", line, f"{lhs}tl.dot({a}, {b})")
+        source = insert_after_region(source, "select_config", _PREPASS_KERNEL)
+        return insert(source, "prepare", """
+            # region: prepass
+            a, b = to_fp16(a, b)  # one bandwidth-bound pass; the GEMM then multiplies fp16 tiles
+            # endregion: prepass
+            """)
+
+
+_LOAD_A = re.compile(r"^a\s*=\s*tl\.load\(")
+_LOAD_B = re.compile(r"^b\s*=\s*tl\.load\(")
+_ALLOCATOR = '''
+# region: tma_allocator
+def _descriptor_scratch(size: int, alignment: int, stream):
+    """Global memory for the descriptors a kernel builds on the device (Triton asks per launch)."""
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+if torch.cuda.is_available():
+    triton.set_allocator(_descriptor_scratch)
+# endregion: tma_allocator
+'''
+
+
+class TensorDescriptors(Technique):
+    name = "tma_descriptors"
+    title = "Tensor descriptors (TMA) for the operand tiles and the output"
+    category = "memory"
+    prose = (
+        "Hopper's Tensor Memory Accelerator copies a whole tile between global and shared memory "
+        "from one instruction, computing addresses and bounds in hardware: no per-thread address "
+        "arithmetic, no masks, out-of-bounds rows read as zeros and are dropped on store, and the "
+        "copy lands in the swizzled layout the MMA reads. In Triton (3.4+) a kernel builds "
+        "descriptors with tl.make_tensor_descriptor(ptr, shape, strides, block_shape) and calls "
+        "desc.load([k, m]) / desc.store(...). The innermost stride must be 1 and the others 16-byte "
+        "aligned: for column-major operands the descriptor is over the [K, M] view and the tile is "
+        "transposed in registers (a free layout change for 16-bit MMAs, which read either major "
+        "order; fp8 MMAs need K-major operands). Descriptors built on the device need a global "
+        "scratch allocator (triton.set_allocator)."
+    )
+    prior_min, prior_max = 0.0, 0.3
+    novelty = 0.6
+    vendors = ("nvidia",)
+
+    def detect(self, source: str) -> dict[str, Param] | None:
+        require(source, "work_preamble", "loads", "epilogue", why=self.name)
+        return {"tma": True} if has(source, "descriptors") else None
+
+    def variants(self, source: str, reference: str | None = None) -> list[Variant]:
+        changes = ["build tensor descriptors for a ([K, M] view), b ([K, N] view) and c in the kernel",
+                   "load each operand tile with desc.load([k0, tile offset]) (a transposed in registers)",
+                   "store the output tile with c_desc.store", "install a device allocator for the descriptors"]
+        return self._fresh(source, [self._variant({"tma": True}, "TMA descriptors", changes)])
+
+    def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
+        self._param(params, "tma", (True,))
+        if self.detect(source) is not None:
+            return source
+        require(source, "select_config", "prepare", why=self.name)
+        if _copies_layout(source):
+            raise NotApplicable(f"{self.name}: descriptors here read the column-major inputs; undo layout_prepass first")
+        epilogue = "\n".join(body(source, "epilogue"))
+        if "tl.store(out_ptrs" not in epilogue or "atomic" in epilogue:
+            raise NotApplicable(f"{self.name}: the epilogue is not the plain masked store (split-K or custom)")
+        loads = body(source, "loads")
+        line_a = next((ln.strip() for ln in loads if _LOAD_A.match(ln.strip())), None)
+        line_b = next((ln.strip() for ln in loads if _LOAD_B.match(ln.strip())), None)
+        if line_a is None or line_b is None:
+            raise NotApplicable(f"{self.name}: region loads has no `a = tl.load(...)` / `b = tl.load(...)` lines")
+        source = replace_line(source, "loads", line_a, "a = a_desc.load([k0, pid_m * BLOCK_M]).T")
+        source = replace_line(source, "loads", line_b, "b = b_desc.load([k0, pid_n * BLOCK_N])")
+        source = insert(source, "work_preamble", """
+            # region: descriptors
+            # The operands are column-major: [K, M] and [K, N] row-major views, unit inner stride.
+            a_desc = tl.make_tensor_descriptor(a_ptr, shape=[K, M], strides=[stride_ak, 1], block_shape=[BLOCK_K, BLOCK_M])
+            b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_bk, 1], block_shape=[BLOCK_K, BLOCK_N])
+            c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_cm, 1], block_shape=[BLOCK_M, BLOCK_N])
+            # endregion: descriptors
+            """)
+        source = replace_body(source, "epilogue", """
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_ptr.dtype.element_ty))
+            """)
+        source = insert(source, "prepare", """
+            if a.stride(0) != 1 or b.stride(0) != 1 or c.stride(1) != 1:
+                raise ValueError("this kernel's tensor descriptors need column-major a and b and a row-major c")
+            """)
+        return insert_after_region(source, "select_config", _ALLOCATOR)
+
+
+_PERSISTENT_LOOP = re.compile(r"^for work_id in (?:tl\.)?range\(tl\.program_id\(0\), num_work, NUM_SMS(?P<rest>.*)\):$")
+
+
+class WarpSpecialize(Technique):
+    name = "warp_specialize"
+    title = "Warp specialisation of the persistent tile loop"
+    category = "schedule"
+    prose = (
+        "With warp_specialize=True on a tl.range loop (Triton 3.4+, Hopper and Blackwell), the "
+        "compiler splits the warps into a producer that only issues TMA copies and consumers that "
+        "only run MMAs and the epilogue, communicating through shared-memory barriers. Copies then "
+        "never wait behind the consumers' arithmetic, which matters most when each K step ends in "
+        "non-MMA work (here the scaled fp32 promotion of every 128-deep block). flatten=True merges "
+        "the tile loop and the K loop into one pipelined stream so the next tile's first copies "
+        "overlap the current tile's epilogue. It needs the persistent loop and pays off with TMA "
+        "loads; with pointer loads the producer has nothing asynchronous to issue."
+    )
+    prior_min, prior_max = -0.05, 0.25
+    novelty = 0.7
+    vendors = ("nvidia",)
+
+    def _loop(self, source: str) -> str:
+        require(source, "tile", why=self.name)
+        for line in body(source, "tile"):
+            if _PERSISTENT_LOOP.match(line.strip()):
+                return line.strip()
+        raise NotApplicable(f"{self.name}: no persistent loop (`for work_id in range(tl.program_id(0), num_work, "
+                            "NUM_SMS)`); apply persistent first")
+
+    def detect(self, source: str) -> dict[str, Param] | None:
+        return {"warp_specialize": True} if "warp_specialize=True" in self._loop(source) else None
+
+    def variants(self, source: str, reference: str | None = None) -> list[Variant]:
+        changes = ["turn the persistent loop into tl.range(..., flatten=True, warp_specialize=True)"]
+        return self._fresh(source, [self._variant({"warp_specialize": True}, "warp-specialised loop", changes)])
+
+    def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
+        self._param(params, "warp_specialize", (True,))
+        line = self._loop(source)
+        if self.detect(source) is not None:
+            return source
+        return replace_line(source, "tile", line, "for work_id in tl.range(tl.program_id(0), num_work, NUM_SMS, "
+                            "flatten=True, warp_specialize=True):")
