@@ -37,7 +37,7 @@ python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('PRAGM
 python3 -m kernel_scientist.cli status --db "$db" | head -16
 python3 -m kernel_scientist.cli export --db "$db" --out "$out/best_kernel.py"
 benched=(--db "$db"); for extra in "$@"; do benched+=(--db "$extra"); done
-CUDA_VISIBLE_DEVICES=0 python3 scripts/bench_gpu.py "${benched[@]}" --out "$out/bench.json" --budget 0.4 \
+CUDA_VISIBLE_DEVICES=0 python3 scripts/bench_leaderboard.py "${benched[@]}" --out "$out/bench.json" --budget 0.4 \
   --max-calls 30 --do-bench 2>&1 | tail -24
 wait
 tail -4 "$out/attacks.log" 2>/dev/null

@@ -1,14 +1,18 @@
-"""Benchmark on a GPU, in one run, on the task's ranked shapes: the PyTorch reference, torch's
-block-scaled ``_scaled_mm`` (after making a and b K-contiguous), the seed kernel, and the best
-kernel of a blackboard. Prints a table (per shape and geometric mean, with pass/fail) and writes it
-as JSON.
+"""Benchmark submissions on a GPU under a leaderboard's protocol and under do_bench, in one run, on
+the task's ranked shapes, with the PyTorch reference, torch's block-scaled ``_scaled_mm`` (after
+making a and b K-contiguous) and the seed kernel in the same run. Prints per shape and geometric
+mean, pass/fail, and the fraction of the speed of light; writes everything as JSON.
 
-Every number is measured with the local backend's harness protocol (``evaluator._gpu_harness.
-time_shape``): fresh inputs and an L2 flush before every call, device events around it, every
-output checked against the reference with the task's tolerance; here a failed check is recorded
-and timing goes on, so that a fast but wrong method still gets a time.
+Protocols, from the same timed calls (``evaluator._gpu_harness.time_shape``: fresh inputs and an
+L2 flush before every call, every output checked against the reference with the task's
+tolerance, a failed check recorded and timing continued so a fast but wrong method still gets a
+time): ``leaderboard`` is the host clock between two device-wide synchronizes around one call,
+as GPU MODE's eval.py measures in leaderboard mode (so the Python and launch work of the call
+counts); ``events`` is the device events around the call, as the campaign's harness scores; and
+with --do-bench, the published anchors' protocol: the median of triton.testing.do_bench on one
+input set (launches queued back to back: GPU time only).
 
-    python scripts/bench_gpu.py [--db runs/x.sqlite] [--out bench.json]
+    python scripts/bench_leaderboard.py [FILE.py ...] [--db runs/x.sqlite ...] [--do-bench] [--out bench.json]
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ def _kernel_from_source(what: str, source: str):
 
     fn = import_submission(source, Path(tempfile.mkdtemp()))
     if fn is None:
-        raise SystemExit(f"bench_gpu: {what} defines no custom_kernel(data)")
+        raise SystemExit(f"bench_leaderboard: {what} defines no custom_kernel(data)")
     return fn
 
 
@@ -85,6 +89,7 @@ def main() -> int:
     from evaluator._wire import GpuRequest
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("files", nargs="*", type=Path, help="submission files to benchmark")
     p.add_argument("--task", type=Path, default=ROOT / "evaluator" / "tasks" / "amd_fp8_mm")
     p.add_argument("--db", type=Path, action="append", default=[],
                    help="blackboard whose best kernel to include (repeatable)")
@@ -103,6 +108,10 @@ def main() -> int:
     spec = DEVICES[device_spec_for(gpu)]
     methods = {"reference": ref.ref_kernel, "scaled_mm": _scaled_mm,
                "seed": _kernel_from_source("the seed", task.seed_source)}
+    for path in args.files:
+        if not path.is_file():
+            raise SystemExit(f"bench_leaderboard: {path} is not a file")
+        methods[path.stem] = _kernel_from_source(str(path), path.read_text())
     for db in args.db:
         from kernel_scientist import status
 
@@ -121,14 +130,16 @@ def main() -> int:
                 samples, failure = time_shape(fn, ref, shape, req, flush, stop_on_failure=False,
                                               guard=name not in ("reference", "scaled_mm"))
                 t = sum(samples.event_us) / len(samples.event_us)
-                rows[name].append({"shape": shape.label(), "us": round(t, 2), "passed": failure is None,
+                host = sum(samples.host_us) / len(samples.host_us)
+                rows[name].append({"shape": shape.label(), "us": round(t, 2), "leaderboard_us": round(host, 2),
+                                   "passed": failure is None,
                                    "calls": len(samples.event_us), "failure": failure})
             except Exception as exc:  # a method that cannot run at all on this stack
                 rows[name].append({"shape": shape.label(), "us": None, "passed": False, "calls": 0,
                                    "failure": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"})
             if args.do_bench and rows[name][-1]["us"] is not None:
                 rows[name][-1]["do_bench_us"] = _do_bench(fn, ref, shape)
-            print(f"  {name:>12} {shape.label():>16}: {rows[name][-1]['us']} us "
+            print(f"  {name:>12} {shape.label():>16}: {rows[name][-1].get('leaderboard_us')} us "
                   f"(do_bench {rows[name][-1].get('do_bench_us')}) "
                   f"{'pass' if rows[name][-1]['passed'] else 'FAIL'}", flush=True)
     sol = {s.label(): speed_of_light_us(s, spec) for s in task.benchmarks}
@@ -136,8 +147,10 @@ def main() -> int:
     for name, r in rows.items():
         times = [x["us"] for x in r if x["us"]]
         quick = [x["do_bench_us"] for x in r if x.get("do_bench_us")]
+        hosts = [x["leaderboard_us"] for x in r if x.get("leaderboard_us")]
         summary[name] = {"geomean_us": round(geomean(times), 2)
                          if len(times) == len(r) else None,
+                         "leaderboard_geomean_us": round(geomean(hosts), 2) if len(hosts) == len(r) else None,
                          "do_bench_geomean_us": round(geomean(quick), 2)
                          if quick and len(quick) == len(r) else None,
                          "passed_shapes": sum(x["passed"] for x in r), "shapes": len(r)}
@@ -149,19 +162,26 @@ def main() -> int:
               "summary": summary, "rows": rows, "at": time.time()}
     args.out.write_text(json.dumps(result, indent=1))
     names = list(rows)
-    print(f"\n{gpu}, torch {torch.__version__}, triton {triton.__version__} ({result['date']}); us per call")
+    print(f"\n{gpu}, torch {torch.__version__}, triton {triton.__version__} ({result['date']}); "
+          "us per call, leaderboard protocol (host clock)")
     print(f"{'shape':>16} " + " ".join(f"{n:>14}" for n in names) + f" {'SoL':>8}")
     for i, shape in enumerate(task.benchmarks):
         cells = []
         for n in names:
             x = rows[n][i]
-            cells.append(f"{'n/a' if x['us'] is None else format(x['us'], '.1f')}{'' if x['passed'] else ' FAIL':>5}".rjust(14))
+            cells.append(f"{'n/a' if x['us'] is None else format(x['leaderboard_us'], '.1f')}{'' if x['passed'] else ' FAIL':>5}".rjust(14))
         print(f"{shape.label():>16} " + " ".join(cells) + f" {sol[shape.label()]:8.1f}")
-    geo = [summary[n]["geomean_us"] for n in names]
-    print(f"{'geomean':>16} " + " ".join(f"{'n/a' if g is None else format(g, '.1f'):>14}" for g in geo)
-          + f" {result['speed_of_light_geomean_us']:8.1f}")
-    if args.do_bench:
-        print(f"{'do_bench':>16} " + " ".join(f"{summary[n]['do_bench_geomean_us'] or 'n/a':>14}" for n in names))
+    sol_geo = result["speed_of_light_geomean_us"]
+    for label, key in (("geomean", "leaderboard_geomean_us"), ("events", "geomean_us"), ("do_bench", "do_bench_geomean_us")):
+        if key == "do_bench_geomean_us" and not args.do_bench:
+            continue
+        geo = [summary[n][key] for n in names]
+        print(f"{label:>16} " + " ".join(f"{'n/a' if g is None else format(g, '.1f'):>14}" for g in geo)
+              + (f" {sol_geo:8.1f}" if label == "geomean" else ""))
+    best = "do_bench_geomean_us" if args.do_bench else "geomean_us"
+    print(f"{'% of SoL':>16} " + " ".join(
+        f"{'n/a' if not summary[n][best] else format(100 * sol_geo / summary[n][best], '.1f'):>14}" for n in names)
+          + f"   (speed of light / {'do_bench' if args.do_bench else 'events'} geomean)")
     print(f"{'passed':>16} " + " ".join(f"{summary[n]['passed_shapes']:>11}/{summary[n]['shapes']}" for n in names))
     return 0
 
