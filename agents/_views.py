@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from blackboard import Blackboard, Kernel
+from blackboard import Blackboard, EvalReport, Kernel, ShapeResult
 
 from .brain import KernelView
 
@@ -13,7 +13,35 @@ def kernel_view(board: Blackboard, kernel: Kernel) -> KernelView:
     return KernelView(
         id=kernel.id, parent_id=kernel.parent_id, author=kernel.author, summary=kernel.summary,
         score_us=ev.report.score_us if passed else None,
-        shape_us=[s.time_us for s in ev.report.shapes] if passed else [])
+        shape_us=[s.time_us for s in ev.report.shapes] if passed else [],
+        shape_notes=[shape_note(s) for s in ev.report.shapes] if passed else [])
+
+
+def shape_note(shape: ShapeResult) -> str:
+    """Where one shape's time goes, in words: host-bound or how far from the speed of light."""
+    parts = []
+    if shape.bound() == "host":
+        parts.append(f"host-bound ({shape.host_us:.0f} of {shape.time_us:.0f} us in host work)")
+    fraction = shape.sol_fraction()
+    if fraction is not None:
+        parts.append(f"{fraction:.0%} of speed of light")
+    return ", ".join(parts)
+
+
+def bounds_summary(report: EvalReport) -> str:
+    """One line on which shapes are host-bound and which are farthest from the speed of light;
+    empty where the backend measured no host time (simulated)."""
+    shapes = [s for s in report.shapes if s.time_us]
+    host = [s.shape.label() for s in shapes if s.bound() == "host"]
+    device = [s for s in shapes if s.bound() == "device" and s.sol_fraction() is not None]
+    if not host and not device:
+        return ""
+    text = f"host-bound on {len(host)} of {len(shapes)} shapes" + (f" ({', '.join(host[:4])}"
+                                                                   f"{', ...' if len(host) > 4 else ''})" if host else "")
+    if device:
+        far = min(device, key=lambda s: s.sol_fraction())
+        text += f"; farthest from the speed of light: {far.shape.label()} at {far.sol_fraction():.0%}"
+    return text
 
 
 def uplift(base_us: float | None, new_us: float | None) -> float | None:

@@ -14,7 +14,7 @@ import anyio
 from blackboard import Evaluation, KernelState, SelectionState
 
 from ._base import Agent
-from ._views import kernel_view, uplift
+from ._views import bounds_summary, kernel_view, uplift
 from .brain import KernelView, SelectionView
 
 
@@ -57,7 +57,10 @@ class Archivist(Agent):
             return
         base_ev = board.evaluation_for(hyp.base_id) if hyp else None
         if hyp is None or base_ev is None or base_ev.report.score_us is None:
-            text = f"kernel {kernel.id} ({kernel.author}) scores {report.score_us:.1f} us (simulated)"
+            where = "simulated" if report.provenance.simulated else f"measured on {report.provenance.device}"
+            text = f"kernel {kernel.id} ({kernel.author}) scores {report.score_us:.1f} us ({where})"
+            if bounds := bounds_summary(report):
+                text += f"; {bounds}"
             board.add_finding(technique=technique, scope="all", uplift=0.0, evidence=[ev.id],
                               text=text, at=self.now())
             self.say("finding", text, kernel_id=kernel.id)
@@ -70,6 +73,8 @@ class Archivist(Agent):
         parts = [f"{math.exp(sum(v) / len(v)) - 1:+.1%} on {g}" for g, v in sorted(groups.items())]
         text = (f"{hyp.technique} ({hyp.params and ', '.join(f'{k}={v}' for k, v in hyp.params.items())})"
                 f" on kernel {hyp.base_id}: {overall:+.1%} overall; " + ", ".join(parts))
+        if bounds := bounds_summary(report):
+            text += f"; kernel {kernel.id} is {bounds}"
         board.add_finding(technique=hyp.technique, scope="all", uplift=round(overall, 5),
                           evidence=[ev.id], text=text, at=self.now())
         self.say("finding", text, kernel_id=kernel.id, hypothesis_id=hyp.id)

@@ -37,6 +37,7 @@ class KernelView(msgspec.Struct, frozen=True):
     summary: str
     score_us: float | None  # None: not evaluated or failed
     shape_us: list[float | None]  # per ranked shape, in the task's order
+    shape_notes: list[str] = []  # per ranked shape where measured: "host-bound", "12% of SoL"
 
 
 class SelectionView(msgspec.Struct, frozen=True):

@@ -69,6 +69,9 @@ class Shape(msgspec.Struct, frozen=True):
         return f"{self.m}x{self.n}x{self.k}"
 
 
+HOST_BOUND = 0.6  # share of a call's time spent in host work above which a shape counts as host-bound
+
+
 class ShapeResult(msgspec.Struct, frozen=True):
     """One ranked shape's outcome. ``time_us`` is the mean time of one call (simulated or measured,
     as the evaluation's provenance says); ``sol_us`` the shape's speed of light on that device."""
@@ -79,6 +82,21 @@ class ShapeResult(msgspec.Struct, frozen=True):
     sol_us: float | None = None
     error: str | None = None
     flagged: str | None = None  # e.g. "faster than speed of light"
+    # Measured on a real GPU only: host time inside the call (Python and launches, from the call
+    # until custom_kernel returns). A leaderboard times calls one at a time, so where this is most
+    # of time_us the GPU waits on the host and only a leaner host path helps.
+    host_us: float | None = None
+
+    def sol_fraction(self) -> float | None:
+        """How close to the speed of light: sol_us / time_us (1.0 = at the limit)."""
+        return self.sol_us / self.time_us if self.sol_us and self.time_us else None
+
+    def bound(self) -> Literal["host", "device"] | None:
+        """'host' when the host's work inside the call is at least HOST_BOUND of its time, else
+        'device'; None where the host time was not measured (simulated backends)."""
+        if self.host_us is None or not self.time_us:
+            return None
+        return "host" if self.host_us >= HOST_BOUND * self.time_us else "device"
 
 
 class Provenance(msgspec.Struct, frozen=True):

@@ -109,7 +109,7 @@ def time_shape(fn, ref, shape, req: GpuRequest, flush, stop_on_failure: bool = T
         if stop_on_failure:
             return None, reason
         failure = reason
-    events, hosts = [], []
+    events, hosts, calls = [], [], []
     began = time.perf_counter()
     for i in range(req.max_calls):
         data, pristine = _fresh(ref, shape, shape.seed + 13 * (i + 1), req.device)
@@ -120,10 +120,12 @@ def time_shape(fn, ref, shape, req: GpuRequest, flush, stop_on_failure: bool = T
         if cuda:
             start.record()
         out = fn(data)
+        returned = time.perf_counter()
         if cuda:
             end.record()
         _sync(req.device)
         t1 = time.perf_counter()
+        calls.append((returned - t0) * 1e6)
         events.append(start.elapsed_time(end) * 1e3 if cuda else (t1 - t0) * 1e6)
         hosts.append((t1 - t0) * 1e6)
         reason = _judge(out, data, pristine, shape, ref, f" during timing (call {i + 1})")
@@ -137,7 +139,7 @@ def time_shape(fn, ref, shape, req: GpuRequest, flush, stop_on_failure: bool = T
             var = sum((x - mean) ** 2 for x in events) / (n - 1)
             if (var / n) ** 0.5 < req.rel_stderr * mean or time.perf_counter() - began > req.shape_budget_s:
                 break
-    return ShapeSamples(shape=shape, event_us=events, host_us=hosts), failure
+    return ShapeSamples(shape=shape, event_us=events, host_us=hosts, call_us=calls), failure
 
 
 def run(req: GpuRequest) -> GpuResult:

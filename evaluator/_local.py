@@ -220,8 +220,9 @@ class LocalBackend:
                 flagged, time_us = "device events disagree with the host clock; host time used", sum(s.host_us) / len(s.host_us)
             if time_us < sol:
                 flagged, time_us = f"faster than the speed of light ({sol:.1f} us); floored", sol
+            host_work = round(sum(s.call_us) / len(s.call_us), 3) if s.call_us else None
             shapes.append(ShapeResult(shape=s.shape, passed=True, time_us=round(time_us, 3), sol_us=round(sol, 3),
-                                      flagged=flagged))
+                                      flagged=flagged, host_us=host_work))
         score = geomean([x.time_us for x in shapes])
         calls = sum(len(s.event_us) for s in result.samples)
         return self._report(Outcome.PASSED, f"passed {len(self.task.tests)} tests and {len(shapes)} ranked "

@@ -148,6 +148,7 @@ class ShapeSamples(msgspec.Struct, frozen=True):
     shape: Shape
     event_us: list[float]  # device-event time of each timed call
     host_us: list[float]  # host wall clock around the same call, each between device-wide syncs
+    call_us: list[float] = []  # host time until custom_kernel returned (its Python and launch work)
 
 
 class GpuResult(msgspec.Struct, frozen=True):

@@ -40,6 +40,27 @@ def test_statistics_floor_and_flag_in_the_parent(local):
     assert report.provenance.simulated is False and report.provenance.backend == "local"
 
 
+def test_host_work_and_distance_to_the_limit_per_shape(local):
+    """Each measured shape says how much of a call was host work and how far it is from the speed
+    of light; the archivist's finding and the prompts' per-shape notes say it in words."""
+    from agents._views import bounds_summary, shape_note
+
+    a, b, c = local.task.benchmarks[:3]
+    result = GpuResult("ok", samples=[
+        ShapeSamples(shape=a, event_us=[100.0] * 3, host_us=[104.0] * 3, call_us=[90.0] * 3),  # waits on the host
+        ShapeSamples(shape=b, event_us=[400.0] * 3, host_us=[404.0] * 3, call_us=[20.0] * 3),
+        ShapeSamples(shape=c, event_us=[300.0] * 3, host_us=[303.0] * 3),  # an older harness: no call times
+    ], device="test")
+    first, second, third = local._timed(result, submission_id=1, secret_seed=2, wall=1.0).shapes
+    assert (first.host_us, first.bound()) == (90.0, "host") and second.bound() == "device" and third.bound() is None
+    assert second.sol_fraction() == pytest.approx(speed_of_light_us(b, local.spec) / 400.0, rel=1e-3)
+    assert shape_note(first).startswith("host-bound (90 of 100 us in host work)")
+    assert "of speed of light" in shape_note(second) and "host" not in shape_note(second)
+    summary = bounds_summary(local._timed(result, submission_id=1, secret_seed=2, wall=1.0))
+    assert summary.startswith(f"host-bound on 1 of 3 shapes ({a.label()})")
+    assert f"farthest from the speed of light: {b.label()}" in summary
+
+
 async def test_prescreen_is_rules_and_syntax_only(local):
     assert (await local.prescreen(local.task.seed_source)).outcome == "passed"
     assert (await local.prescreen("def custom_kernel(data):\n    return (\n")).outcome == "compile_error"
@@ -132,6 +153,7 @@ async def test_the_cpu_mode_runs_the_whole_protocol(on_cpu):
     assert report.reason == "passed 2 tests and 2 ranked shapes (6 timed calls, each re-checked)"
     assert [s.shape.label() for s in report.shapes] == ["64x64x128", "64x128x256"]
     assert all(s.passed and s.time_us > 0 and s.flagged is None for s in report.shapes)
+    assert all(0 < s.host_us <= s.time_us * 1.01 for s in report.shapes)  # the call's own host time
     assert report.provenance.device.startswith("CPU") and "test mode" in report.provenance.timing_method
     assert report.provenance.versions["triton"] and not report.provenance.simulated
 

@@ -37,7 +37,8 @@ def _us(value: float | None) -> str:
 
 
 def _timings(k: KernelView) -> str:
-    return ", ".join(_us(t) for t in k.shape_us) or "no per-shape timings"
+    notes = k.shape_notes or [""] * len(k.shape_us)
+    return ", ".join(_us(t) + (f" ({note})" if note else "") for t, note in zip(k.shape_us, notes)) or "no per-shape timings"
 
 
 def select(view: SelectionView, cfg: LLMConfig) -> str:
