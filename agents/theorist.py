@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import anyio
 
-from blackboard import Hypothesis, HypothesisState, SelectionState, Verdict
+from blackboard import LEARNED, Hypothesis, HypothesisState, SelectionState, Verdict
 
 from ._base import Agent
 from ._views import kernel_view, uplift
@@ -44,6 +44,10 @@ class Theorist(Agent):
                 observed = uplift(base_ev.report.score_us, new_ev.report.score_us)
             out.append(TrialView(base_id=hyp.base_id, technique=hyp.technique, label=hyp.label,
                                  observed_uplift=observed, verdict=hyp.verdict))
+        # Trials measured by the user's earlier campaigns (run --learn-from): evidence about a
+        # technique, on no kernel of this campaign.
+        out.extend(TrialView(base_id=-1, technique=f.technique, label=LEARNED, observed_uplift=f.uplift,
+                             verdict=LEARNED) for f in board.findings() if f.scope == LEARNED)
         return out
 
     async def design(self, sel) -> None:

@@ -4,13 +4,13 @@ from ._db import SCHEMA_VERSION, BlackboardError
 from ._store import TOPICS, Blackboard, TransitionError, open_existing, source_hash
 from .config import Scenario, ScenarioError, load_scenario, retune, scenario_from_json, scenario_json
 from .records import (
-    Campaign, EvalReport, Evaluation, Finding, Hypothesis, HypothesisState, Kernel, KernelState,
+    LEARNED, Campaign, EvalReport, Evaluation, Finding, Hypothesis, HypothesisState, Kernel, KernelState,
     LLMCall, Message, Outcome, Provenance, Review, Selection, SelectionState, Shape, ShapeResult, Submission,
     SubmissionState, Verdict,
 )
 
 __all__ = [
-    "SCHEMA_VERSION", "TOPICS", "Blackboard", "BlackboardError", "Campaign", "EvalReport",
+    "LEARNED", "SCHEMA_VERSION", "TOPICS", "Blackboard", "BlackboardError", "Campaign", "EvalReport",
     "Evaluation", "Finding", "Hypothesis", "HypothesisState", "Kernel", "KernelState", "LLMCall", "Message",
     "Outcome", "Provenance", "Review", "Scenario", "ScenarioError", "Selection", "SelectionState", "Shape",
     "ShapeResult", "Submission", "SubmissionState", "TransitionError", "Verdict", "load_scenario",

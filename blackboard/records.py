@@ -248,6 +248,9 @@ class Message(msgspec.Struct, frozen=True):
     hypothesis_id: int | None = None
 
 
+LEARNED = "learned"  # Finding.scope of a trial carried over from an earlier campaign (run --learn-from)
+
+
 class Finding(msgspec.Struct, frozen=True):
     """A digested lesson, e.g. 'split_k: +31% on shapes with fewer tiles than CUs'."""
 

@@ -51,11 +51,13 @@ def check_new(db: Path) -> None:
                               "or pass another --db")
 
 
-def start(scenario: Scenario, db: Path, listeners: list[Callable[[Message], None]] = ()) -> Outcome:
-    """Create a campaign in a new blackboard file and run it to its deadline."""
+def start(scenario: Scenario, db: Path, listeners: list[Callable[[Message], None]] = (),
+          lessons: list = ()) -> Outcome:
+    """Create a campaign in a new blackboard file and run it to its deadline; ``lessons``
+    (``learn.read_all``) seed its findings with what earlier campaigns measured."""
     check_new(db)
     db.parent.mkdir(parents=True, exist_ok=True)
-    return _run(scenario, db, listeners, resume=False)
+    return _run(scenario, db, listeners, resume=False, lessons=lessons)
 
 
 def resume(db: Path, listeners: list[Callable[[Message], None]] = (), overrides: list[str] = ()) -> Outcome:
@@ -70,7 +72,7 @@ def resume(db: Path, listeners: list[Callable[[Message], None]] = (), overrides:
     return _run(scenario, db, listeners, resume=True, retuned=list(overrides))
 
 
-def _run(scenario: Scenario, db: Path, listeners, *, resume: bool, retuned: list[str] = ()) -> Outcome:
+def _run(scenario: Scenario, db: Path, listeners, *, resume: bool, retuned: list[str] = (), lessons=()) -> Outcome:
     from evaluator import load_task
 
     wall = time.perf_counter()
@@ -100,6 +102,9 @@ def _run(scenario: Scenario, db: Path, listeners, *, resume: bool, retuned: list
                       f"({'virtual' if backend.simulated else 'wall'} clock), backend {backend.name} "
                       f"({backend.device_name}), seed {scenario.campaign.seed}; reference "
                       f"{_reference_text(reference, backend.simulated)}")
+            from kernel_scientist import learn
+
+            learn.record(board, list(lessons), at=0.0)
         else:
             released = board.release_leases()
             board.say(agent="runner", kind="info", at=board.clock(),

@@ -14,6 +14,8 @@ def add(sub) -> None:
                      help="override a scenario key, e.g. --set agents.engineers=4 (repeatable)")
     run.add_argument("--quiet", action="store_true", help="do not print the conversation")
     run.add_argument("--watch", action="store_true", help="show the live dashboard instead of the conversation")
+    run.add_argument("--learn-from", type=Path, nargs="+", default=[], metavar="DB",
+                     help="earlier blackboards whose measured trials seed this campaign's findings and priors")
     run.set_defaults(handler=_run)
     res = sub.add_parser("resume", help="continue a campaign from its blackboard file")
     res.add_argument("--db", type=Path, required=True)
@@ -72,15 +74,16 @@ def _finish(outcome, jsonl) -> int:
 
 def _run(args) -> int:
     from blackboard import load_scenario
-    from kernel_scientist import campaign
+    from kernel_scientist import campaign, learn
 
     scenario = load_scenario(args.scenario, args.overrides)
     db = args.db or default_db(scenario)
     campaign.check_new(db)
+    lessons = learn.read_all(args.learn_from)  # before any file is created: a bad one leaves none
     db.parent.mkdir(parents=True, exist_ok=True)
     jsonl, listeners = _listeners(db, args.quiet, args.watch)
     try:
-        outcome = campaign.start(scenario, db, listeners)
+        outcome = campaign.start(scenario, db, listeners, lessons=lessons)
     finally:
         jsonl.close()
     return _finish(outcome, jsonl)
