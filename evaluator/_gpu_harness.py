@@ -93,10 +93,12 @@ def _fresh(ref, shape, seed, device: str = "cuda"):
     return data, pristine
 
 
-def time_shape(fn, ref, shape, req: GpuRequest, flush, stop_on_failure: bool = True, guard: bool = True):
+def time_shape(fn, ref, shape, req: GpuRequest, flush, stop_on_failure: bool = True, guard: bool = True,
+               fresh: bool = True):
     """Time ``fn`` on one ranked shape; returns (ShapeSamples, first failure or None). With
     ``stop_on_failure=False`` (the benchmark script) it keeps timing and reports the failure;
-    ``guard=False`` lets torch do the matrix product (the benchmark's reference and _scaled_mm)."""
+    ``guard=False`` lets torch do the matrix product (the benchmark's reference and _scaled_mm);
+    ``fresh=False`` (the benchmark's diagnosis only) reuses the warm-up's inputs for every call."""
     import torch
 
     cuda = req.device == "cuda"  # on the CPU (tests) the host clock stands in for device events
@@ -112,7 +114,10 @@ def time_shape(fn, ref, shape, req: GpuRequest, flush, stop_on_failure: bool = T
     events, hosts, calls = [], [], []
     began = time.perf_counter()
     for i in range(req.max_calls):
-        data, pristine = _fresh(ref, shape, shape.seed + 13 * (i + 1), req.device)
+        if fresh:
+            data, pristine = _fresh(ref, shape, shape.seed + 13 * (i + 1), req.device)
+        else:
+            data[-1].fill_(float("nan"))
         if flush is not None:
             flush.zero_()
         _sync(req.device)

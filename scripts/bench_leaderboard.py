@@ -100,6 +100,9 @@ def main() -> int:
     p.add_argument("--do-bench", action="store_true",
                    help="also time each method as the published anchors were: median of triton.testing.do_bench "
                    "on one input set (no fresh inputs per call, no per-call host synchronisation)")
+    p.add_argument("--skip", default="", help="comma-separated anchors to leave out (reference, scaled_mm, seed)")
+    p.add_argument("--same-inputs", action="store_true",
+                   help="diagnosis: also time each method with the warm-up's inputs reused for every call")
     args = p.parse_args()
 
     task = load_task(args.task)
@@ -108,6 +111,9 @@ def main() -> int:
     spec = DEVICES[device_spec_for(gpu)]
     methods = {"reference": ref.ref_kernel, "scaled_mm": _scaled_mm,
                "seed": _kernel_from_source("the seed", task.seed_source)}
+    for anchor in filter(None, args.skip.split(",")):
+        if methods.pop(anchor, None) is None:
+            raise SystemExit(f"bench_leaderboard: --skip {anchor}: not an anchor (reference, scaled_mm, seed)")
     for path in args.files:
         if not path.is_file():
             raise SystemExit(f"bench_leaderboard: {path} is not a file")
@@ -131,12 +137,18 @@ def main() -> int:
                                               guard=name not in ("reference", "scaled_mm"))
                 t = sum(samples.event_us) / len(samples.event_us)
                 host = sum(samples.host_us) / len(samples.host_us)
+                work = sum(samples.call_us) / len(samples.call_us)
                 rows[name].append({"shape": shape.label(), "us": round(t, 2), "leaderboard_us": round(host, 2),
+                                   "host_work_us": round(work, 2),
                                    "passed": failure is None,
                                    "calls": len(samples.event_us), "failure": failure})
             except Exception as exc:  # a method that cannot run at all on this stack
                 rows[name].append({"shape": shape.label(), "us": None, "passed": False, "calls": 0,
                                    "failure": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"})
+            if args.same_inputs and rows[name][-1]["us"] is not None:
+                same, _ = time_shape(fn, ref, shape, req, flush, stop_on_failure=False,
+                                     guard=name not in ("reference", "scaled_mm"), fresh=False)
+                rows[name][-1]["same_inputs_us"] = round(sum(same.event_us) / len(same.event_us), 2)
             if args.do_bench and rows[name][-1]["us"] is not None:
                 rows[name][-1]["do_bench_us"] = _do_bench(fn, ref, shape)
             print(f"  {name:>12} {shape.label():>16}: {rows[name][-1].get('leaderboard_us')} us "
@@ -148,9 +160,13 @@ def main() -> int:
         times = [x["us"] for x in r if x["us"]]
         quick = [x["do_bench_us"] for x in r if x.get("do_bench_us")]
         hosts = [x["leaderboard_us"] for x in r if x.get("leaderboard_us")]
+        works = [x["host_work_us"] for x in r if x.get("host_work_us")]
+        sames = [x["same_inputs_us"] for x in r if x.get("same_inputs_us")]
         summary[name] = {"geomean_us": round(geomean(times), 2)
                          if len(times) == len(r) else None,
                          "leaderboard_geomean_us": round(geomean(hosts), 2) if len(hosts) == len(r) else None,
+                         "host_work_geomean_us": round(geomean(works), 2) if len(works) == len(r) else None,
+                         "same_inputs_geomean_us": round(geomean(sames), 2) if len(sames) == len(r) else None,
                          "do_bench_geomean_us": round(geomean(quick), 2)
                          if quick and len(quick) == len(r) else None,
                          "passed_shapes": sum(x["passed"] for x in r), "shapes": len(r)}
@@ -172,8 +188,11 @@ def main() -> int:
             cells.append(f"{'n/a' if x['us'] is None else format(x['leaderboard_us'], '.1f')}{'' if x['passed'] else ' FAIL':>5}".rjust(14))
         print(f"{shape.label():>16} " + " ".join(cells) + f" {sol[shape.label()]:8.1f}")
     sol_geo = result["speed_of_light_geomean_us"]
-    for label, key in (("geomean", "leaderboard_geomean_us"), ("events", "geomean_us"), ("do_bench", "do_bench_geomean_us")):
-        if key == "do_bench_geomean_us" and not args.do_bench:
+    for label, key in (("geomean", "leaderboard_geomean_us"), ("events", "geomean_us"),
+                       ("host work", "host_work_geomean_us"), ("same inputs", "same_inputs_geomean_us"),
+                       ("do_bench", "do_bench_geomean_us")):
+        if (key == "do_bench_geomean_us" and not args.do_bench) or (key == "same_inputs_geomean_us"
+                                                                     and not args.same_inputs):
             continue
         geo = [summary[n][key] for n in names]
         print(f"{label:>16} " + " ".join(f"{'n/a' if g is None else format(g, '.1f'):>14}" for g in geo)
