@@ -39,6 +39,8 @@ class Verdict(enum.StrEnum):
     CONFIRMED = "confirmed"
     REFUTED = "refuted"
     INCONCLUSIVE = "inconclusive"
+    # The kernel did not compile: it says nothing about the idea (schema 3; earlier: refuted).
+    BUILD_FAILED = "build_failed"
 
 
 class SubmissionState(enum.StrEnum):
