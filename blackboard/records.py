@@ -280,6 +280,7 @@ class LLMCall(msgspec.Struct, frozen=True):
     cost_usd: float = 0.0
     wall_s: float = 0.0
     replayed: bool = False
+    permanent: bool = False  # an error that waiting cannot heal (bad key, unknown model): the agent stopped
 
     def tokens(self) -> int:
         return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens

@@ -214,6 +214,12 @@ async def _agents(board: Blackboard, scenario: Scenario, clock: CampaignClock, b
     # The queue has drained: judge and digest what finished after the deadline.
     await critic.final_pass()
     await archivist.final_pass()
+    stopped = [a for a in (archivist, theorist, critic, *engineers) if a.retired]
+    if stopped:  # said once more at the end, plainly: the brain went quiet for good, and why
+        board.say(agent="runner", kind="warning", at=clock.now(),
+                  text=f"{', '.join(a.name for a in stopped)} stopped asking the brain before the end: "
+                  + "; ".join(f"{a.name}: {a.retired_why}" for a in stopped[:2])
+                  + ("; ..." if len(stopped) > 2 else ""))
     board.say(agent="runner", kind="info", at=clock.now(),
               text=f"{CLOSING} at {clock.now() / 3600:.2f} h: {len(board.evaluations())} evaluations")
 
