@@ -97,3 +97,19 @@ def explain(struct: type, tree: dict, message: str) -> str:
     wrong_kind = ", got `" in text or text.startswith("Invalid enum")  # else: the right kind, out of range
     got = "" if value is msgspec.UNSET else f"; got {describe(value, wrong_kind)}"
     return f"{path}: expects {accepts(t)}{got}"
+
+
+def default_text(value: Any) -> str:
+    """A default as it would be written in a scenario file (None: the key is unset)."""
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, str):
+        return f'"{value}"'
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def reference(struct: type) -> list[tuple[str, str, str]]:
+    """(key, default, accepts) for every key a scenario file may set: the rows of docs/scenarios.md."""
+    return [(key, default_text(default), accepts(t)) for key, t, default in keys(struct) if key != "source"]
