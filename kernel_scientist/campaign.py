@@ -106,7 +106,8 @@ def _run(scenario: Scenario, db: Path, listeners, *, resume: bool, retuned: list
         try:
             board = _open_board(scenario, db, task, backend, resume)
         except KeyboardInterrupt:
-            raise Interrupted("interrupted before the campaign started; nothing was written") from None
+            raise Interrupted(f"interrupted before the campaign {'resumed' if resume else 'started'}; "
+                              "nothing was written") from None
         with board:
             for listener in listeners:
                 board.on_message(listener)

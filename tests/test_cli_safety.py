@@ -128,14 +128,18 @@ def _gpu_here():
     ("local backend without a GPU", ["evaluator.backend=local"], {}, "found no GPU"),
     ("replay of a missing recording", ["agents.brain=replay", "llm.replay_from=gone.sqlite"], {},
      "no recorded blackboard"),
+    ("replay of a file that is not a blackboard", ["agents.brain=replay", "llm.replay_from={tmp}/notes.db"], {},
+     "llm.replay_from: "),
     ("a bad value", ["evaluator.rate_per_hour=fast"], {}, "evaluator.rate_per_hour"),
 ])
 def test_a_failed_start_leaves_nothing_behind(tmp_path, why, overrides, env, says):
     if why.startswith("local") and _gpu_here():
         pytest.skip("this machine has a GPU: the local backend would start")
+    _not_blackboards(tmp_path)  # other.db, empty.db, ... beside (not in) the working folder
+    (tmp_path / "other.db").rename(tmp_path / "notes.db")
     work = tmp_path / "work"
     work.mkdir()
-    sets = [a for o in overrides for a in ("--set", o)]
+    sets = [a for o in overrides for a in ("--set", o.format(tmp=tmp_path))]
     proc = cli("run", str(SMOKE), *sets, cwd=work, env=env)  # default --db: runs/smoke-seed7.sqlite
     assert proc.returncode == 2 and one_line(proc.stderr) and says in proc.stderr, proc.stderr
     assert list(work.iterdir()) == [], f"{why}: a failed start left {list(work.rglob('*'))}"

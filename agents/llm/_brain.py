@@ -26,7 +26,7 @@ from typing import Callable
 import anyio
 import msgspec
 
-from blackboard import Blackboard, LLMCall, Scenario, ScenarioError, open_existing
+from blackboard import Blackboard, BlackboardError, LLMCall, Scenario, ScenarioError, open_existing
 from blackboard.config import LLMConfig, RoleConfig
 
 from ..brain import (
@@ -79,6 +79,11 @@ class LLMService:
                                 f"variable {cfg.api_key_env or 'ANTHROPIC_API_KEY'} (llm.api_key_env)")
         if kind == "replay" and not scenario.replay_path().is_file():
             raise ScenarioError(f"llm.replay_from: no recorded blackboard at {scenario.replay_path()}")
+        if kind == "replay":  # read-only: a foreign file is refused before the campaign's file exists
+            try:
+                open_existing(scenario.replay_path()).close()
+            except BlackboardError as exc:
+                raise ScenarioError(f"llm.replay_from: {exc}") from None
 
     def role(self, role: str) -> RoleConfig:
         return getattr(self.cfg, role)
