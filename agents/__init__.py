@@ -6,7 +6,7 @@ package of the same name. Install kernel-scientist in its own environment if you
 
 from ._base import SLOTS, Agent, CampaignClock, Context
 from .archivist import Archivist
-from .brain import Brain, BrainError, BudgetExhausted, CannotImplement
+from .brain import Brain, BrainError, BrainUnavailable, BudgetExhausted, CannotImplement
 from .critic import Critic
 from .engineer import Engineer
 from .evaluator_agent import EvaluatorAgent
@@ -14,6 +14,6 @@ from .offline_brain import OfflineBrain
 from .theorist import Theorist
 
 __all__ = [
-    "SLOTS", "Agent", "Archivist", "Brain", "BrainError", "BudgetExhausted", "CampaignClock", "CannotImplement", "Context", "Critic",
+    "SLOTS", "Agent", "Archivist", "Brain", "BrainError", "BrainUnavailable", "BudgetExhausted", "CampaignClock", "CannotImplement", "Context", "Critic",
     "Engineer", "EvaluatorAgent", "OfflineBrain", "Theorist",
 ]

@@ -7,6 +7,14 @@ millisecond grid (``act()``): agent ``rank`` r may read-and-write only at times 
 ``round(t * 1000) % SLOTS == r``. No two agents ever act at the same instant, and between ``act()``
 and the next ``await`` an agent's step runs to completion, so the same scenario and seed give the
 same records in the same order. On the wall clock the same code costs at most ``SLOTS`` ms.
+
+Outages are outlived. A brain step can fail for reasons that heal (a server down for an hour, an
+overloaded API): after ``PAUSE_AFTER`` failures in a row the agent says so and pauses, ``llm.pause_s``
+campaign seconds at first and twice as long after every further failure, up to ``llm.max_pause_s``,
+then asks again; its first success says the brain is back. Giving up after a few failures, as an
+earlier version did, turned a five-minute outage into a silent rest of the campaign. Only what
+waiting cannot heal retires an agent: a spent budget, or a ``BrainUnavailable`` (a bad key, an
+unknown model, a diverged replay); the campaign's closing lines say so.
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ from blackboard import Blackboard, KernelState, HypothesisState, Scenario, Submi
 
 SLOTS = 64
 SEED_PRIORITY = 1e6  # the seed is every prediction's baseline: first in the evaluation queue
-MAX_BRAIN_FAILURES = 3  # consecutive failed brain steps after which an agent stops asking
+PAUSE_AFTER = 3  # consecutive failed brain steps after which an agent pauses before asking again
 
 
 @dataclass
@@ -70,33 +78,55 @@ class Agent:
         # zlib.crc32, not hash(): str hashes are salted per process.
         self.rng = random.Random(zlib.crc32(f"{self.ctx.seed}:{self.name}".encode()))
         self.log = logger.bind(agent=self.name)
-        self.retired = False  # set when the brain can no longer be asked (budget, repeated failure)
+        self.retired = False  # set when the brain can no longer be asked (budget, an error that cannot heal)
+        self.retired_why = ""
         self._failures = 0
+        self._pause_due = 0.0  # campaign seconds to wait before the next question (module note)
 
     async def ask(self, step: str, call, view):
         """Ask the brain; a failed step is recorded as a warning and returns None.
 
-        A spent budget retires the agent (it stops asking; the work it already handed on
-        continues); so do ``MAX_BRAIN_FAILURES`` failures in a row, so that a model that keeps
-        answering nonsense cannot loop forever.
+        A spent budget or an error that cannot heal retires the agent (it stops asking; the work
+        it already handed on continues). Any other failure counts towards a pause (module note).
         """
-        from .brain import BrainError, BudgetExhausted
+        from .brain import BrainError, BrainUnavailable, BudgetExhausted
 
+        await self.rest()
         try:
             answer = await call(view)
         except BudgetExhausted as exc:
-            self.retired = True
-            self.say("warning", f"{step}: {exc}; no more LLM work from {self.name}")
+            self._retire("warning", f"{step}: {exc}; no more LLM work from {self.name}")
+            return None
+        except BrainUnavailable as exc:
+            self._retire("error", f"{step} failed: {exc}; waiting will not fix this, so {self.name} stops "
+                         "asking (fix it, then `kernel-scientist resume`)")
             return None
         except BrainError as exc:
             self._failures += 1
             self.say("warning", f"{step} failed: {exc}")
-            if self._failures >= MAX_BRAIN_FAILURES:
-                self.retired = True
-                self.say("error", f"{self._failures} failed brain steps in a row; {self.name} stops asking")
+            if self._failures >= PAUSE_AFTER:
+                cfg = self.ctx.scenario.llm
+                self._pause_due = min(cfg.max_pause_s, cfg.pause_s * 2 ** (self._failures - PAUSE_AFTER))
+                self.say("warning", f"{self._failures} failed brain steps in a row; {self.name} pauses "
+                         f"{_hms(self._pause_due)} before asking again (pauses double up to "
+                         f"{_hms(cfg.max_pause_s)})")
             return None
+        if self._failures >= PAUSE_AFTER:
+            self.say("info", f"{self.name}'s brain answers again after {self._failures} failed steps")
         self._failures = 0
         return answer
+
+    async def rest(self) -> None:
+        """Wait out a pause announced after repeated brain failures (call before taking on work
+        that holds a lease, so that a lease never runs out during a pause)."""
+        if self._pause_due > 0:
+            pause, self._pause_due = self._pause_due, 0.0
+            await self.think(pause)
+
+    def _retire(self, kind: str, text: str) -> None:
+        self.retired = True
+        self.retired_why = text
+        self.say(kind, text)
 
     @property
     def board(self) -> Blackboard:
@@ -128,6 +158,11 @@ class Agent:
         return (len(board.hypotheses(HypothesisState.CHOSEN, HypothesisState.CLAIMED))
                 + len(board.kernels(KernelState.DRAFT))
                 + len(board.submissions(SubmissionState.QUEUED, SubmissionState.LEASED)))
+
+
+def _hms(seconds: float) -> str:
+    hours, rest = divmod(int(seconds), 3600)
+    return f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
 
 
 def score(board: Blackboard, kernel_id: int) -> float | None:

@@ -29,6 +29,13 @@ class BudgetExhausted(BrainError):
     evaluator still finishes its queue)."""
 
 
+class BrainUnavailable(BrainError):
+    """The brain cannot answer and waiting will not change that (a bad API key, a model the server
+    does not know, a spent quota, a replay that diverged from its recording): the agent stops
+    asking. Any other BrainError may heal (an outage, an overloaded server), and the agent pauses
+    and asks again."""
+
+
 # ---- views (what a brain sees) -------------------------------------------------------------
 class KernelView(msgspec.Struct, frozen=True):
     id: int

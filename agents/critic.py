@@ -3,14 +3,15 @@
 Before submission it reviews each draft against its plan with the static rules (the attack list)
 and a cheap CPU pre-screen, then approves it into the queue with an expected value, or sends it
 back. After evaluation it compares the observed uplift with the prediction and records a verdict
-on the hypothesis: confirmed, refuted or inconclusive (within the timing noise).
+on the hypothesis: confirmed, refuted or inconclusive (within the timing noise). A kernel that did
+not compile is a build failure: it says nothing for or against the idea, so it is never "refuted".
 """
 
 from __future__ import annotations
 
 import anyio
 
-from blackboard import HypothesisState, Kernel, KernelState, Verdict
+from blackboard import HypothesisState, Kernel, KernelState, Outcome, Verdict
 from evaluator import static_findings
 
 from ._base import SEED_PRIORITY, Agent
@@ -109,7 +110,9 @@ class Critic(Agent):
             observed = None
             if ev and ev.report.outcome == "passed" and base_ev and base_ev.report.score_us:
                 observed = uplift(base_ev.report.score_us, ev.report.score_us)
-            if observed is None:
+            if ev is not None and ev.report.outcome == Outcome.COMPILE_ERROR:
+                verdict, why = Verdict.BUILD_FAILED, f"the kernel did not compile: {ev.report.reason}"
+            elif observed is None:
                 verdict, why = Verdict.REFUTED, f"the kernel failed: {ev.report.reason if ev else 'no result'}"
             elif observed >= max(hyp.min_uplift, 2 * noise):
                 verdict, why = Verdict.CONFIRMED, "observed at least the predicted minimum"

@@ -30,6 +30,7 @@ class Engineer(Agent):
         latency = self.ctx.scenario.agents.latency.engineer
         with anyio.move_on_at(self.ctx.clock.to_loop(self.ctx.clock.deadline)):
             while not self.retired:
+                await self.rest()  # a pause after failed brain steps, before any lease is taken
                 await self.act()
                 hyp = self.board.claim_hypothesis(self.name, self.now(), lease_s=4 * latency + 600)
                 if hyp is None:

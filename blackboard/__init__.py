@@ -1,6 +1,6 @@
 """The shared SQLite blackboard and its records (the bottom layer: imports nothing of ours)."""
 
-from ._db import SCHEMA_VERSION, BlackboardError
+from ._db import SCHEMA_VERSION, BlackboardError, inspect
 from ._store import TOPICS, Blackboard, TransitionError, open_existing, source_hash
 from .config import Scenario, ScenarioError, load_scenario, retune, scenario_from_json, scenario_json
 from .records import (
@@ -13,6 +13,6 @@ __all__ = [
     "LEARNED", "SCHEMA_VERSION", "TOPICS", "Blackboard", "BlackboardError", "Campaign", "EvalReport",
     "Evaluation", "Finding", "Hypothesis", "HypothesisState", "Kernel", "KernelState", "LLMCall", "Message",
     "Outcome", "Provenance", "Review", "Scenario", "ScenarioError", "Selection", "SelectionState", "Shape",
-    "ShapeResult", "Submission", "SubmissionState", "TransitionError", "Verdict", "load_scenario",
+    "ShapeResult", "Submission", "SubmissionState", "TransitionError", "Verdict", "inspect", "load_scenario",
     "open_existing", "retune", "scenario_from_json", "scenario_json", "source_hash",
 ]

@@ -13,6 +13,13 @@ Choices, and why:
 - Each row keeps the whole record as a msgspec-encoded JSON ``body``; the few other columns exist
   for indexes and constraints only and are written from the same Struct, so the Struct is the one
   schema.
+- Commands that only read (status, logs, watch, export, report) open the file read-only and check
+  first that it is a blackboard (``inspect``): pointed at another program's database, an empty
+  file or a typo, they say so and change nothing, not even by creating the WAL's side files. A
+  read-only connection to a WAL database creates ``-wal`` and ``-shm`` when they are missing and
+  cannot delete them on close, so when no ``-wal`` file exists (no writer is running and none
+  died mid-write) the file is opened ``immutable``, which reads it as a plain file; a follower
+  reopens it as an ordinary read-only connection when a writer appears (``Blackboard.data_version``).
 """
 
 from __future__ import annotations
@@ -22,7 +29,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 class BlackboardError(Exception):
@@ -64,7 +72,23 @@ _MIGRATIONS: dict[int, str] = {
         id INTEGER PRIMARY KEY, agent TEXT NOT NULL, seq INTEGER NOT NULL, body BLOB NOT NULL,
         UNIQUE (agent, seq));
     """,
+    # version 2 -> 3: a kernel that does not compile is a build failure, not evidence against its
+    # idea: the verdict "build_failed" replaces the "refuted" that earlier versions recorded for it.
+    # (An older kernel-scientist cannot decode the new verdict, hence the version step.)
+    3: """
+    UPDATE hypothesis
+    SET body = CAST(json_set(CAST(body AS TEXT), '$.verdict', 'build_failed') AS BLOB)
+    WHERE json_extract(CAST(body AS TEXT), '$.verdict') = 'refuted'
+      AND json_extract(CAST(body AS TEXT), '$.kernel_id') IN (
+          SELECT kernel_id FROM evaluation
+          WHERE json_extract(CAST(body AS TEXT), '$.report.outcome') = 'compile_error');
+    """,
 }
+# The tables each schema version has (what ``inspect`` expects of a file that claims it).
+_TABLES = {1: {"campaign", "kernel", "selection", "hypothesis", "review", "submission", "evaluation",
+               "message", "finding"}}
+_TABLES[2] = _TABLES[1] | {"llm_call"}
+_TABLES[3] = _TABLES[2]
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -79,6 +103,65 @@ def connect(path: Path) -> sqlite3.Connection:
         raise BlackboardError(f"{path}: not a usable SQLite blackboard ({exc})") from exc
     migrate(conn, path)
     return conn
+
+
+def inspect(path: Path) -> int:
+    """Check, without writing a byte or creating a file, that ``path`` is a kernel-scientist
+    blackboard this version can open; return its schema version. Raises BlackboardError with one
+    line saying what the file is instead."""
+    if not path.exists():
+        raise BlackboardError(f"{path}: no such blackboard file")
+    if not path.is_file():
+        raise BlackboardError(f"{path}: is a folder, not a blackboard file")
+    try:
+        with open(path, "rb") as f:
+            header = f.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise BlackboardError(f"{path}: cannot read ({exc.strerror})") from exc
+    if not header:
+        raise BlackboardError(f"{path}: an empty file, not a kernel-scientist blackboard")
+    if header != SQLITE_HEADER:
+        raise BlackboardError(f"{path}: not an SQLite file, so not a kernel-scientist blackboard")
+    conn, _ = _open_readonly(path)
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as exc:
+        raise BlackboardError(f"{path}: not a usable SQLite file ({exc})") from exc
+    finally:
+        conn.close()
+    if version > SCHEMA_VERSION:
+        raise BlackboardError(
+            f"{path}: schema version {version} is newer than this kernel-scientist understands "
+            f"({SCHEMA_VERSION}); upgrade kernel-scientist to open it")
+    if version < 1 or not _TABLES[version] <= tables:
+        what = f"its tables: {', '.join(sorted(tables)[:4])}{', ...' if len(tables) > 4 else ''}" if tables else "no tables"
+        raise BlackboardError(f"{path}: an SQLite database ({what}), not a kernel-scientist blackboard")
+    return version
+
+
+def _open_readonly(path: Path) -> tuple[sqlite3.Connection, bool]:
+    """A connection that can neither write the file nor create files beside it (module note),
+    and whether it is a snapshot (``immutable``: it will not see later commits)."""
+    snapshot = not path.with_name(path.name + "-wal").exists()
+    uri = f"{path.resolve().as_uri()}?mode=ro" + ("&immutable=1" if snapshot else "")
+    try:
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=10.0, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout=10000")
+    except sqlite3.DatabaseError as exc:
+        raise BlackboardError(f"{path}: cannot open read-only ({exc})") from exc
+    return conn, snapshot
+
+
+def connect_readonly(path: Path) -> tuple[sqlite3.Connection, bool]:
+    """Open an existing blackboard for reading only; see ``_open_readonly``. A file of an older
+    schema is read as it is (it cannot be migrated without writing) when it has today's tables."""
+    version = inspect(path)
+    if _TABLES[version] != _TABLES[SCHEMA_VERSION]:
+        raise BlackboardError(f"{path}: written by an older kernel-scientist (schema {version}, this "
+                              f"one reads {min(v for v in _TABLES if _TABLES[v] == _TABLES[SCHEMA_VERSION])}"
+                              f" to {SCHEMA_VERSION})")
+    return _open_readonly(path)
 
 
 def migrate(conn: sqlite3.Connection, path: Path) -> None:

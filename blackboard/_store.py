@@ -42,14 +42,28 @@ class TransitionError(Exception):
 
 
 class Blackboard:
-    """A campaign's SQLite file. Open one per process; use it from one thread at a time."""
+    """A campaign's SQLite file. Open one per process; use it from one thread at a time.
 
-    def __init__(self, path: str | Path):
+    ``readonly``: the file must already be a blackboard; it is neither migrated nor written (a
+    write raises ``sqlite3.OperationalError``), and no file is created beside it.
+    """
+
+    def __init__(self, path: str | Path, *, readonly: bool = False):
         self.path = Path(path)
-        self._conn = _db.connect(self.path)
+        self.readonly = readonly
+        self._generation = 0  # bumped when a read-only snapshot is reopened to follow a writer
+        if readonly:
+            self._conn, self._snapshot = _db.connect_readonly(self.path)
+        else:
+            self._conn, self._snapshot = _db.connect(self.path), False
+        self._stat = self._file_stat()
         self._waiters: dict[str, list[anyio.Event]] = {}
         self._evaluations: dict[int, Evaluation] = {}  # immutable once written: decode once
         self._listeners: list[Any] = []
+
+    def _file_stat(self) -> tuple[int, int]:
+        st = self.path.stat()
+        return st.st_mtime_ns, st.st_size
 
     def close(self) -> None:
         self._conn.close()
@@ -356,6 +370,14 @@ class Blackboard:
         return self._rows(Message, "SELECT body FROM message WHERE id > ? AND agent = ? ORDER BY id",
                           (after_id, agent))
 
+    def speakers(self) -> list[str]:
+        """Every agent that has said something, by name."""
+        return [a for (a,) in self._conn.execute("SELECT DISTINCT agent FROM message ORDER BY agent")]
+
+    def last_message(self) -> Message | None:
+        rows = self._rows(Message, "SELECT body FROM message ORDER BY id DESC LIMIT 1")
+        return rows[0] if rows else None
+
     def add_finding(self, *, technique: str, scope: str, uplift: float, evidence: list[int],
                     text: str, at: float) -> Finding:
         with _db.write(self._conn) as c:
@@ -390,18 +412,29 @@ class Blackboard:
         calls = self.llm_calls(agent)
         return sum(c.cost_usd for c in calls), sum(c.tokens() for c in calls)
 
-    def data_version(self) -> int:
-        """Changes when another connection commits (used to follow a campaign from outside)."""
-        return self._conn.execute("PRAGMA data_version").fetchone()[0]
+    def data_version(self) -> tuple[int, int]:
+        """Changes when another connection commits (used to follow a campaign from outside).
+
+        A read-only snapshot (opened while no writer had the file) cannot see commits: it is
+        reopened, and the returned value changes, once a writer has the file (its ``-wal`` exists)
+        or has changed it (a writer that came and went between two polls leaves a new mtime)."""
+        if self._snapshot and (self.path.with_name(self.path.name + "-wal").exists()
+                               or self._file_stat() != self._stat):
+            self._conn.close()
+            self._conn, self._snapshot = _db.connect_readonly(self.path)
+            self._stat = self._file_stat()
+            self._evaluations.clear()
+            self._generation += 1
+        return self._generation, self._conn.execute("PRAGMA data_version").fetchone()[0]
 
 
-def open_existing(path: str | Path) -> Blackboard:
-    """Open a blackboard that must already hold a campaign (status, logs, resume)."""
+def open_existing(path: str | Path, *, writable: bool = False) -> Blackboard:
+    """Open a blackboard that must already hold a campaign: read-only (status, logs, watch, export,
+    report; nothing is written or created), or ``writable`` (resume, after the same check)."""
     p = Path(path)
-    if not p.is_file():
-        raise _db.BlackboardError(f"{p}: no such blackboard file")
+    _db.inspect(p)  # a foreign, empty or missing file is refused before anything touches it
     try:
-        board = Blackboard(p)
+        board = Blackboard(p, readonly=not writable)
         campaign = board.campaign()
     except sqlite3.DatabaseError as exc:
         raise _db.BlackboardError(f"{p}: not a kernel-scientist blackboard ({exc})") from exc

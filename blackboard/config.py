@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from ._keys import explain
+
 Positive = Annotated[float, msgspec.Meta(gt=0)]
 Count = Annotated[int, msgspec.Meta(ge=1, le=64)]  # plans, avenues, queue lengths
 
@@ -93,6 +95,10 @@ class LLMConfig(_Strict):
     max_retries: Annotated[int, msgspec.Meta(ge=0, le=10)] = 4  # after the first attempt
     backoff_s: Positive = 1.0  # first retry delay when the server gives no retry-after (doubles)
     max_backoff_s: Positive = 60.0
+    # After 3 failed brain steps in a row an agent pauses this many campaign seconds before asking
+    # again, doubling with every further failure up to max_pause_s (an outage is outlived, not fatal).
+    pause_s: Positive = 300.0
+    max_pause_s: Positive = 3600.0
     concurrency: Annotated[int, msgspec.Meta(ge=1, le=256)] = 4  # all calls in flight at once
     budget_usd: NonNegative | None = None  # a hard cap, never exceeded (worst case reserved per call)
     budget_tokens: Annotated[int, msgspec.Meta(ge=0)] | None = None
@@ -226,17 +232,9 @@ def decode_scenario(tree: dict[str, Any], origin: str) -> Scenario:
     try:
         return msgspec.convert(tree, Scenario)
     except msgspec.ValidationError as exc:
-        raise ScenarioError(f"{origin}: {_readable(str(exc))}") from exc
-
-
-def _readable(message: str) -> str:
-    """msgspec says "Expected `int`, got `str` - at `$.agents.engineers`"; lead with the key."""
-    text, sep, where = message.partition(" - at `$")
-    path = where.rstrip("`").lstrip(".") if sep else ""
-    if text.startswith("Object contains unknown field"):
-        name = text.split("`")[1]
-        return f"{path + '.' if path else ''}{name}: unknown key"
-    return f"{path}: {text}" if path else text
+        # msgspec says "Expected `int`, got `str` - at `$.agents.engineers`"; the user reads the
+        # key, what it accepts and what it got (blackboard/_keys.py).
+        raise ScenarioError(f"{origin}: {explain(Scenario, tree, str(exc))}") from None
 
 
 def scenario_json(scenario: Scenario) -> str:

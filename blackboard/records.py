@@ -39,6 +39,8 @@ class Verdict(enum.StrEnum):
     CONFIRMED = "confirmed"
     REFUTED = "refuted"
     INCONCLUSIVE = "inconclusive"
+    # The kernel did not compile: it says nothing about the idea (schema 3; earlier: refuted).
+    BUILD_FAILED = "build_failed"
 
 
 class SubmissionState(enum.StrEnum):
@@ -299,6 +301,7 @@ class LLMCall(msgspec.Struct, frozen=True):
     cost_usd: float = 0.0
     wall_s: float = 0.0
     replayed: bool = False
+    permanent: bool = False  # an error that waiting cannot heal (bad key, unknown model): the agent stopped
 
     def tokens(self) -> int:
         return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens

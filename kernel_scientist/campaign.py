@@ -26,6 +26,9 @@ from blackboard import (
     scenario_json,
 )
 
+from . import logs
+from .status import CLOSING, finished_at
+
 
 @dataclass
 class Outcome:
@@ -36,13 +39,20 @@ class Outcome:
 
 
 def _make_backend(scenario: Scenario, task):
-    from evaluator import LocalBackend, SimulatedBackend
+    from .backends import make_backend
 
     cfg = scenario.evaluator
-    if cfg.backend == "local":
-        return LocalBackend(task, timeout_s=cfg.timeout_s, max_calls=cfg.max_calls,
-                            shape_budget_s=cfg.shape_budget_s)
-    return SimulatedBackend(task, device=cfg.device, noise=cfg.noise, timeout_s=cfg.timeout_s)
+    return make_backend(cfg.backend, task, setting=f"evaluator.backend = '{cfg.backend}'",
+                        instead="evaluator.backend = 'simulated'", device=cfg.device, noise=cfg.noise,
+                        timeout_s=cfg.timeout_s, max_calls=cfg.max_calls, shape_budget_s=cfg.shape_budget_s)
+
+
+class Interrupted(Exception):
+    """Ctrl-C (SIGINT) stopped a campaign; the message is the one line the user sees."""
+
+
+class NothingToResume(Exception):
+    """``resume`` of a campaign that has already closed; nothing was written."""
 
 
 def check_new(db: Path) -> None:
@@ -54,67 +64,110 @@ def check_new(db: Path) -> None:
 def start(scenario: Scenario, db: Path, listeners: list[Callable[[Message], None]] = (),
           lessons: list = ()) -> Outcome:
     """Create a campaign in a new blackboard file and run it to its deadline; ``lessons``
-    (``learn.read_all``) seed its findings with what earlier campaigns measured."""
+    (``learn.read_all``) seed its findings with what earlier campaigns measured. A start that
+    fails (no API key, no GPU, a broken task) or is interrupted before the campaign is recorded
+    leaves no file behind."""
     check_new(db)
-    db.parent.mkdir(parents=True, exist_ok=True)
     return _run(scenario, db, listeners, resume=False, lessons=lessons)
 
 
 def resume(db: Path, listeners: list[Callable[[Message], None]] = (), overrides: list[str] = ()) -> Outcome:
     """Continue a campaign from its blackboard file (after a crash, kill -9 or Ctrl-C), optionally
-    with retuned limits (``evaluator.in_flight=2``) for this run."""
+    with retuned limits (``evaluator.in_flight=2``) for this run. Raises NothingToResume, having
+    written nothing, when the campaign has closed and ``campaign.hours`` was not extended."""
     from blackboard import open_existing
 
-    with open_existing(db) as board:
+    with open_existing(db) as board:  # read-only: every check happens before the first write
         scenario = scenario_from_json(board.campaign().config_json)
+        closed = finished_at(board)
     if overrides:
         scenario = retune(scenario, list(overrides), str(db))
+    if closed is not None and scenario.campaign.hours * 3600.0 <= closed:
+        raise NothingToResume(
+            f"{db}: the campaign already finished at {logs.clock(closed)} campaign time "
+            f"(campaign.hours = {scenario.campaign.hours:g}); nothing to resume. To run it longer: "
+            f"kernel-scientist resume --db {db} --set campaign.hours={max(2 * scenario.campaign.hours, 1):g}")
     return _run(scenario, db, listeners, resume=True, retuned=list(overrides))
 
 
 def _run(scenario: Scenario, db: Path, listeners, *, resume: bool, retuned: list[str] = (), lessons=()) -> Outcome:
     from evaluator import load_task
+    from kernel_scientist import learn
 
     wall = time.perf_counter()
+    # Everything that can refuse to start does so before the blackboard file exists.
     if scenario.agents.brain != "offline":
         from agents.llm import LLMService
 
         LLMService.preflight(scenario)
     task = load_task(scenario.task_path())
-    board = Blackboard(db)
-    for listener in listeners:
-        board.on_message(listener)
+    if not resume and task.seed_source is None:
+        raise BlackboardError(f"{task.path}: the task has no submission.py to seed the campaign")
     backend = _make_backend(scenario, task)
     released = 0
-    with backend, board:
-        if not resume:
-            reference = backend.reference_report()
-            board.create_campaign(Campaign(
-                name=scenario.campaign.name, seed=scenario.campaign.seed, task=task.name,
-                backend=backend.name, simulated=backend.simulated, config_json=scenario_json(scenario),
-                created_wall=time.time(), virtual_time=backend.simulated, reference=reference))
-            if task.seed_source is None:
-                raise BlackboardError(f"{task.path}: the task has no submission.py to seed the campaign")
-            seed = board.add_kernel(source=task.seed_source, author="seed", at=0.0, state=KernelState.DRAFT,
-                                    summary="seed submission")
-            board.say(agent="runner", kind="info", at=0.0, kernel_id=seed.id,
-                      text=f"campaign '{scenario.campaign.name}' on {task.name}: {scenario.campaign.hours:g} h "
-                      f"({'virtual' if backend.simulated else 'wall'} clock), backend {backend.name} "
-                      f"({backend.device_name}), seed {scenario.campaign.seed}; reference "
-                      f"{_reference_text(reference, backend.simulated)}")
-            from kernel_scientist import learn
-
-            learn.record(board, list(lessons), at=0.0)
-        else:
-            released = board.release_leases()
-            board.say(agent="runner", kind="info", at=board.clock(),
-                      text=f"resumed at campaign time {board.clock() / 3600:.2f} h; "
-                      f"{released} unfinished claims handed back"
-                      + (f"; this run with {', '.join(retuned)}" if retuned else ""))
-        clock = CampaignClock(offset=board.clock(), deadline=scenario.campaign.hours * 3600.0)
-        options = {"clock": trio.testing.MockClock(autojump_threshold=0)} if backend.simulated else {}
-        anyio.run(_agents, board, scenario, clock, backend, task, backend="trio", backend_options=options)
+    with backend:
+        try:
+            board = _open_board(scenario, db, task, backend, resume)
+        except KeyboardInterrupt:
+            raise Interrupted(f"interrupted before the campaign {'resumed' if resume else 'started'}; "
+                              "nothing was written") from None
+        with board:
+            for listener in listeners:
+                board.on_message(listener)
+            if resume:
+                released = board.release_leases()
+                board.say(agent="runner", kind="info", at=board.clock(),
+                          text=f"resumed at campaign time {board.clock() / 3600:.2f} h; "
+                          f"{released} unfinished claims handed back"
+                          + (f"; this run with {', '.join(retuned)}" if retuned else ""))
+            else:
+                board.say(agent="runner", kind="info", at=0.0, kernel_id=board.kernels()[0].id,
+                          text=f"campaign '{scenario.campaign.name}' on {task.name}: {scenario.campaign.hours:g} h "
+                          f"({'virtual' if backend.simulated else 'wall'} clock), backend {backend.name} "
+                          f"({backend.device_name}), seed {scenario.campaign.seed}; reference "
+                          f"{_reference_text(board.campaign().reference, backend.simulated)}")
+                learn.record(board, list(lessons), at=0.0)
+            clock = CampaignClock(offset=board.clock(), deadline=scenario.campaign.hours * 3600.0)
+            options = {"clock": trio.testing.MockClock(autojump_threshold=0)} if backend.simulated else {}
+            try:
+                anyio.run(_agents, board, scenario, clock, backend, task, backend="trio",
+                          backend_options=options)
+            except BaseException as exc:
+                if not _is_interrupt(exc):
+                    raise
+                raise Interrupted(f"interrupted at {logs.clock(board.clock())} campaign time; continue with "
+                                  f"`kernel-scientist resume --db {db}`") from None
     return Outcome(db=db, resumed=resume, released=released, wall_s=time.perf_counter() - wall)
+
+
+def _open_board(scenario: Scenario, db: Path, task, backend, resume: bool) -> Blackboard:
+    """The campaign's blackboard: reopened for a resume; for a new campaign, created with the
+    campaign record and the seed kernel, and removed again if that fails half-way."""
+    if resume:
+        return Blackboard(db)
+    reference = backend.reference_report()  # the slow part of a start: before the file exists
+    db.parent.mkdir(parents=True, exist_ok=True)
+    board = Blackboard(db)
+    try:
+        board.create_campaign(Campaign(
+            name=scenario.campaign.name, seed=scenario.campaign.seed, task=task.name,
+            backend=backend.name, simulated=backend.simulated, config_json=scenario_json(scenario),
+            created_wall=time.time(), virtual_time=backend.simulated, reference=reference))
+        board.add_kernel(source=task.seed_source, author="seed", at=0.0, state=KernelState.DRAFT,
+                         summary="seed submission")
+    except BaseException:
+        board.close()
+        for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+            path.unlink(missing_ok=True)
+        raise
+    return board
+
+
+def _is_interrupt(exc: BaseException) -> bool:
+    """Ctrl-C, alone or inside the exception group a task group raises as it unwinds."""
+    if isinstance(exc, KeyboardInterrupt):
+        return True
+    return isinstance(exc, BaseExceptionGroup) and exc.subgroup(KeyboardInterrupt) is not None
 
 
 def _reference_text(reference, simulated: bool) -> str:
@@ -166,6 +219,12 @@ async def _agents(board: Blackboard, scenario: Scenario, clock: CampaignClock, b
     # The queue has drained: judge and digest what finished after the deadline.
     await critic.final_pass()
     await archivist.final_pass()
+    stopped = [a for a in (archivist, theorist, critic, *engineers) if a.retired]
+    if stopped:  # said once more at the end, plainly: the brain went quiet for good, and why
+        board.say(agent="runner", kind="warning", at=clock.now(),
+                  text=f"{', '.join(a.name for a in stopped)} stopped asking the brain before the end: "
+                  + "; ".join(f"{a.name}: {a.retired_why}" for a in stopped[:2])
+                  + ("; ..." if len(stopped) > 2 else ""))
     board.say(agent="runner", kind="info", at=clock.now(),
-              text=f"campaign over at {clock.now() / 3600:.2f} h: {len(board.evaluations())} evaluations")
+              text=f"{CLOSING} at {clock.now() / 3600:.2f} h: {len(board.evaluations())} evaluations")
 

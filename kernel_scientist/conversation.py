@@ -69,8 +69,10 @@ def follow(board: Blackboard, poll_s: float = 0.5, follow: bool = True,
 
 
 def show(board: Blackboard, flt: Filter, *, follow_: bool = False, as_json: bool = False,
-         out: TextIO = sys.stdout, poll_s: float = 0.5) -> int:
-    """Print the messages ``flt`` matches (text lines or JSON lines); returns how many."""
+         out: TextIO | None = None, poll_s: float = 0.5) -> int:
+    """Print the messages ``flt`` matches (text lines or JSON lines) to ``out`` (stdout when None,
+    looked up at the call); returns how many."""
+    out = out or sys.stdout
     colours = out.isatty() and not as_json
     count = 0
     for batch in follow(board, poll_s, follow_):

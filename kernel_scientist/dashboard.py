@@ -28,6 +28,7 @@ from blackboard import (
 )
 
 from .logs import clock
+from .status import finished_at
 
 SPARKS = "▁▂▃▄▅▆▇█"
 _RICH_COLOURS = {"light-blue": "bright_blue", "light-cyan": "bright_cyan", "light-magenta": "bright_magenta"}
@@ -108,7 +109,7 @@ def snapshot(board: Blackboard, messages: int = 12) -> Snapshot:
     queue = [QueueRow(kernel_id=s.kernel_id, expected_value=s.expected_value, state=s.state,
                       waited_s=max(0.0, now - s.enqueued_at), summary=kernels[s.kernel_id].summary)
              for s in subs if s.state in (SubmissionState.QUEUED, SubmissionState.LEASED)]
-    over = bool(recent) and recent[-1].agent == "runner" and recent[-1].text.startswith("campaign over")
+    over = finished_at(board) is not None
     return Snapshot(
         name=campaign.name, task=campaign.task, simulated=campaign.simulated, seed=campaign.seed,
         now=now, hours=scenario.campaign.hours, over=over, rate_per_hour=ev_cfg.rate_per_hour,
@@ -206,14 +207,22 @@ def render(snap: Snapshot):
     queue.add_column("waited", justify="right")
     queue.add_column("change", overflow="ellipsis", no_wrap=True, ratio=1)
     for q in snap.queue[:8]:
-        queue.add_row(str(q.kernel_id), f"{q.expected_value:+.3f}", q.state, clock(q.waited_s), q.summary)
+        state = "not run" if snap.over else q.state
+        queue.add_row(str(q.kernel_id), f"{q.expected_value:+.3f}", state, clock(q.waited_s), q.summary)
     if not snap.queue:
         queue.add_row("-", "", "empty", "", "")
+    elif len(snap.queue) > 8:
+        queue.add_row("…", "", f"+{len(snap.queue) - 8} more", "", "")
+    queue_title = ("evaluator: limits, and the kernels left unevaluated at the end" if snap.over
+                   else "evaluator: limits and queue (by expected value)")
 
     gauge = Text()
     gauge.append(f"rate limit {snap.rate_per_hour:g}/h: {snap.starts_last_hour} started in the last hour; ")
-    gauge.append("next start allowed now" if snap.next_start_in_s <= 0
-                 else f"next start in {clock(snap.next_start_in_s)}")
+    if snap.over:  # a finished campaign starts nothing: no countdown, and the queue is what was left
+        gauge.append("campaign finished, no more starts")
+    else:
+        gauge.append("next start allowed now" if snap.next_start_in_s <= 0
+                     else f"next start in {clock(snap.next_start_in_s)}")
     gauge.append(f"\nin flight ≤ {snap.in_flight}; utilisation {snap.utilisation:.0%} ")
     gauge.append(_bar(snap.utilisation), style="green")
     gauge.append(f"\n{snap.evaluations} evaluations ({snap.failed} failed)")
@@ -240,7 +249,7 @@ def render(snap: Snapshot):
     return Group(
         Panel(head, title="kernel-scientist watch", subtitle=f"all times and scores {label}"),
         Panel(agents, title="agents"),
-        Panel(Group(gauge, Text(""), queue), title="evaluator: limits and queue (by expected value)"),
+        Panel(Group(gauge, Text(""), queue), title=queue_title),
         Panel(progress, title="best score over time (speed-up vs seed)"),
         Panel(msgs, title="latest messages"),
     )
@@ -300,7 +309,7 @@ class LiveListener:
 
     def _draw(self) -> None:
         if self._board is None:
-            self._board = Blackboard(self.db)
+            self._board = Blackboard(self.db, readonly=True)
             self._live = Live(console=self.console, auto_refresh=False)
             self._live.start()
         self._live.update(render(snapshot(self._board)), refresh=True)

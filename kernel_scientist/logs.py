@@ -42,21 +42,29 @@ def jsonl_path(db: Path) -> Path:
 
 
 class JsonlLog:
-    """Appends each message as one JSON object per line."""
+    """Appends each message as one JSON object per line. The file is opened at the first message,
+    so a campaign that never starts (a missing key, no GPU) leaves no empty log behind."""
 
     def __init__(self, path: Path):
-        self.file = open(path, "ab")
+        self.path = path
+        self.file = None
 
     def __call__(self, msg: Message) -> None:
+        if self.file is None:
+            self.file = open(self.path, "ab")
         self.file.write(msgspec.json.encode(msg) + b"\n")
         self.file.flush()
 
     def close(self) -> None:
-        self.file.close()
+        if self.file is not None:
+            self.file.close()
+            self.file = None
 
 
-def setup_console(stream: TextIO = sys.stderr, colours: bool | None = None) -> None:
-    """Configure loguru (only the CLI does this): one line per message, coloured by agent."""
+def setup_console(stream: TextIO | None = None, colours: bool | None = None) -> None:
+    """Configure loguru (only the CLI does this): one line per message, coloured by agent, on
+    stderr unless told otherwise (stdout is for the leaderboard)."""
+    stream = stream or sys.stderr  # looked up now, not at import: the CLI may run in-process
     logger.remove()
 
     def fmt(record) -> str:

@@ -29,7 +29,8 @@ from blackboard import Blackboard, Evaluation, Kernel, KernelState, Verdict, sce
 from . import status as status_mod  # noqa: E402
 
 VERDICT_COLOURS = {Verdict.CONFIRMED: "#2a9d3a", Verdict.REFUTED: "#c9302c",
-                   Verdict.INCONCLUSIVE: "#e0a800", Verdict.PENDING: "#7a7a7a"}
+                   Verdict.INCONCLUSIVE: "#e0a800", Verdict.PENDING: "#7a7a7a",
+                   Verdict.BUILD_FAILED: "#6f42c1"}
 STATE_COLOURS = {KernelState.EVALUATED: "#2a9d3a", KernelState.FAILED: "#c9302c",
                  KernelState.REJECTED: "#9a9a9a"}
 
@@ -374,7 +375,7 @@ body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1300px; 
 img { max-width: 100%; border: 1px solid #ddd; }
 table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1.5em; }
 td, th { border: 1px solid #ccc; padding: 2px 8px; text-align: left; }
-.confirmed { color: #2a9d3a; } .refuted { color: #c9302c; } .inconclusive { color: #b08800; }
+.confirmed { color: #2a9d3a; } .refuted { color: #c9302c; } .inconclusive { color: #b08800; } .build_failed { color: #6f42c1; }
 .badge { background: #fff3cd; border: 1px solid #e0a800; padding: 2px 8px; border-radius: 4px; }
 """
 

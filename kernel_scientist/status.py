@@ -36,6 +36,18 @@ class Status(msgspec.Struct, frozen=True):
     leaderboard: list[Entry]
 
 
+CLOSING = "campaign over"  # how the runner's last message starts (kernel_scientist/campaign.py)
+
+
+def finished_at(board: Blackboard) -> float | None:
+    """The campaign time at which the campaign closed, or None while it runs (or was stopped
+    before its end: a resumable campaign)."""
+    last = board.last_message()
+    if last is not None and last.agent == "runner" and last.text.startswith(CLOSING):
+        return last.at
+    return None
+
+
 def _passed(ev: Evaluation) -> bool:
     return ev.report.outcome == "passed" and ev.report.score_us is not None
 
@@ -70,7 +82,16 @@ def _x(v: float | None) -> str:
     return "   n/a" if v is None else f"{v:5.2f}x"
 
 
-def render(board: Blackboard, top: int = 10) -> str:
+def fit(text: str, width: int | None) -> str:
+    """``text`` cut to ``width`` characters, the cut marked with an ellipsis (None: no limit)."""
+    if width is None or len(text) <= width:
+        return text
+    return text[: max(0, width - 1)] + "…"
+
+
+def render(board: Blackboard, top: int = 10, width: int | None = None) -> str:
+    """The leaderboard as text; ``width`` is the terminal's (the change column takes what is left,
+    and is cut with an ellipsis), None for output that is not a terminal (nothing is cut)."""
     st = status(board, top)
     label = "simulated" if st.simulated else "measured"
     lines = [
@@ -84,8 +105,9 @@ def render(board: Blackboard, top: int = 10) -> str:
         f"{'rank':>4} {'kernel':>6} {'score':>10} {'vs seed':>8} {'vs ref':>8}  author       change",
     ]
     for i, e in enumerate(st.leaderboard, 1):
-        lines.append(f"{i:>4} {e.kernel_id:>6} {e.score_us:>7.1f} us {_x(e.speedup_vs_seed):>8} "
-                     f"{_x(e.speedup_vs_reference):>8}  {e.author:<12} {e.summary[:60]}")
+        row = (f"{i:>4} {e.kernel_id:>6} {e.score_us:>7.1f} us {_x(e.speedup_vs_seed):>8} "
+               f"{_x(e.speedup_vs_reference):>8}  {e.author:<12} ")
+        lines.append(row + fit(e.summary, None if width is None else max(12, width - len(row))))
     if st.best is not None:
         lines += ["", f"best kernel {st.best.kernel_id}, per ranked shape ({label} us): "
                   "best / seed / reference"]

@@ -2,7 +2,8 @@
 
 It answers each stage the way a sensible model would (select the best candidate, plan tunable
 changes, write the base kernel with one tunable changed, approve), and plays faults from a script:
-each fault applies once, to the next request whose stage matches.
+each fault applies once, to the next request whose stage matches. ``down`` scripts outages: every
+request whose number (1, 2, ... in arrival order) falls in one of its [first, last) ranges gets a 503.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class Script:
     seen: list[Seen] = field(default_factory=list)
     slow_s: float = 1.5
     counter: int = 0
+    down: list[tuple[int, int]] = field(default_factory=list)  # outages, by request number
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def take(self, stage: str) -> str | None:
@@ -96,7 +98,9 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.endswith("/chat/completions"):
             messages = [m for m in messages if m["role"] != "system"]
         stage = _stage(messages)
-        fault = self.script.take(stage)
+        number = len(self.script.seen) + 1
+        outage = any(first <= number < last for first, last in self.script.down)
+        fault = "503" if outage else self.script.take(stage)
         self.script.seen.append(Seen(self.path, dict(self.headers), body, stage, fault))
         prompt = "\n".join(m["content"] if isinstance(m["content"], str) else
                            "".join(b.get("text", "") for b in m["content"]) for m in messages)
@@ -107,7 +111,7 @@ class _Handler(BaseHTTPRequestHandler):
         if fault == "slow":
             time.sleep(self.script.slow_s)
         for code, kind in (("429", "rate_limit_error"), ("529", "overloaded_error"), ("500", "api_error"),
-                           ("401", "authentication_error")):
+                           ("503", "api_error"), ("401", "authentication_error"), ("404", "not_found_error")):
             if fault == code:
                 return self._json(int(code), {"type": "error", "error": {"type": kind, "message": "scripted"}},
                                   {"retry-after": "0.2"} if code == "429" else {})

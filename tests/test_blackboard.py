@@ -152,3 +152,63 @@ def test_committed_records_survive_reopen(board_path):
     again = Blackboard(board_path)
     assert [m.text for m in again.messages()] == [f"m{i}" for i in range(5)]
     assert again.clock() == 4.0
+
+
+def test_version_2_build_failures_become_build_failed_not_refuted(board_path):
+    """Schema 3: a kernel that did not compile is not evidence against its idea. A version-2 file
+    (as it was written then: "refuted") is migrated on the first writable open, and only the
+    verdicts of kernels whose evaluation was a compile error change."""
+    board = Blackboard(board_path)
+    verdicts = {}
+    for outcome, verdict in ((Outcome.COMPILE_ERROR, Verdict.REFUTED), (Outcome.PASSED, Verdict.REFUTED),
+                             (Outcome.WRONG_OUTPUT, Verdict.REFUTED), (Outcome.PASSED, Verdict.CONFIRMED)):
+        kernel = _queued_kernel(board, source=f"{outcome}{verdict}")
+        sub = board.lease_submission("ev", now=2, lease_s=10)
+        board.record_evaluation(submission_id=sub.id, owner="ev", started_at=2, finished_at=3,
+                                report=_report(outcome, 10.0 if outcome == Outcome.PASSED else None))
+        sel = board.add_selection(base_id=kernel.id, reference_id=None, reason="", at=0)
+        hyp = board.add_hypotheses(sel.id, [_hyp(sel.id, kernel.id)])[0]
+        board.update_hypothesis(hyp.id, kernel_id=kernel.id, verdict=verdict)
+        verdicts[hyp.id] = (outcome, verdict)
+    board.close()
+    conn = sqlite3.connect(board_path)
+    conn.execute("PRAGMA user_version = 2")
+    conn.commit()
+    conn.close()
+    with Blackboard(board_path, readonly=True) as old:  # read-only: read as it is, not migrated
+        assert [h.verdict for h in old.hypotheses()] == [v for _, v in verdicts.values()]
+    conn = sqlite3.connect(board_path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    conn.close()
+    with Blackboard(board_path) as board:
+        got = {h.id: h.verdict for h in board.hypotheses()}
+        assert board._conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    for hyp_id, (outcome, verdict) in verdicts.items():
+        expected = Verdict.BUILD_FAILED if outcome == Outcome.COMPILE_ERROR else verdict
+        assert got[hyp_id] == expected, (outcome, verdict)
+
+
+def test_read_only_opening_writes_nothing_and_refuses_writes(board_path):
+    board = Blackboard(board_path)
+    board.say(agent="runner", kind="info", text="hello", at=0.0)
+    board.close()
+    before = sorted(p.name for p in board_path.parent.iterdir()), board_path.read_bytes()
+    ro = Blackboard(board_path, readonly=True)
+    assert [m.text for m in ro.messages()] == ["hello"]
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        ro.say(agent="runner", kind="info", text="no", at=1.0)
+    ro.close()
+    assert (sorted(p.name for p in board_path.parent.iterdir()), board_path.read_bytes()) == before
+
+
+def test_a_read_only_snapshot_follows_a_writer_that_comes_later(board_path):
+    board = Blackboard(board_path)
+    board.say(agent="runner", kind="info", text="one", at=0.0)
+    board.close()
+    follower = Blackboard(board_path, readonly=True)
+    version = follower.data_version()
+    with Blackboard(board_path) as writer:  # comes and goes between two polls
+        writer.say(agent="runner", kind="info", text="two", at=1.0)
+    assert follower.data_version() != version
+    assert [m.text for m in follower.messages()] == ["one", "two"]
+    follower.close()

@@ -81,7 +81,7 @@ def test_thread_of_a_proposed_hypothesis_lists_what_is_not_reached(smoke_campaig
     (("--thread", "Hx"), "expected a hypothesis id"),
     (("--thread", "H9999"), "no hypothesis H9999"),
     (("--thread",), "--thread needs a hypothesis"),
-    (("--kernel", "abc"), "invalid int value"),
+    (("--kernel", "abc"), "'abc' is not a whole number"),
 ])
 def test_bad_ids_are_one_line_and_exit_2(smoke_campaign, args, says):
     proc = cli("logs", "--db", str(smoke_campaign.db), *args)

@@ -17,9 +17,12 @@ def test_shipped_scenarios_load():
 
 @pytest.mark.parametrize("body, key, problem", [
     ("[agents]\nenginers = 2\n", "agents.enginers", "unknown key"),
-    ("[campaign]\nhours = -1\n", "campaign.hours", "> 0"),
-    ("[evaluator]\nbackend = 'cloud'\n", "evaluator.backend", "Invalid enum value 'cloud'"),
-    ("[agents]\nengineers = 'two'\n", "agents.engineers", "Expected `int`, got `str`"),
+    ("[campaign]\nhours = -1\n", "campaign.hours", "expects a number more than 0; got -1"),
+    ("[evaluator]\nbackend = 'cloud'\n", "evaluator.backend",
+     "expects one of 'local', 'simulated'; got 'cloud' (text)"),
+    ("[agents]\nengineers = 'two'\n", "agents.engineers", "expects a whole number from 1 to 32; got 'two' (text)"),
+    ("[agents]\nlatency = 3\n", "agents.latency", "expects a table of keys; got 3 (a whole number)"),
+    ("[llm.select]\nmax_tokens = 2\n", "llm.select.max_tokens", "expects a whole number from 16 to 128000; got 2"),
     ("surprise = 1\n", "surprise", "unknown key"),
     ("[campaign]\ntask = 'nowhere'\n", "campaign.task", "no problem folder"),
     ("[campaign\n", "", "not valid TOML"),

@@ -26,17 +26,19 @@ from typing import Callable
 import anyio
 import msgspec
 
-from blackboard import Blackboard, LLMCall, Scenario, ScenarioError, open_existing
+from blackboard import Blackboard, BlackboardError, LLMCall, Scenario, ScenarioError, open_existing
 from blackboard.config import LLMConfig, RoleConfig
 
 from ..brain import (
-    BrainError, BudgetExhausted, Choice, Critique, Design, DesignView, Draft, ImplementView,
+    BrainError, BrainUnavailable, BudgetExhausted, Choice, Critique, Design, DesignView, Draft, ImplementView,
     ReviewView, SelectionView,
 )
 from . import _prompts, _wire
 from ._hygiene import clean, truncate
 from ._ledger import Ledger
-from ._transport import LLMReply, LLMRequest, Send, TransportError, Usage, anthropic_sender, openai_sender
+from ._transport import (
+    LLMReply, LLMRequest, Send, TransportError, TransportUnavailable, Usage, anthropic_sender, openai_sender,
+)
 
 ROLES = ("select", "design", "implement", "review")
 
@@ -77,6 +79,11 @@ class LLMService:
                                 f"variable {cfg.api_key_env or 'ANTHROPIC_API_KEY'} (llm.api_key_env)")
         if kind == "replay" and not scenario.replay_path().is_file():
             raise ScenarioError(f"llm.replay_from: no recorded blackboard at {scenario.replay_path()}")
+        if kind == "replay":  # read-only: a foreign file is refused before the campaign's file exists
+            try:
+                open_existing(scenario.replay_path()).close()
+            except BlackboardError as exc:
+                raise ScenarioError(f"llm.replay_from: {exc}") from None
 
     def role(self, role: str) -> RoleConfig:
         return getattr(self.cfg, role)
@@ -194,7 +201,7 @@ class LLMBrain:
                 except TransportError as exc:
                     service.ledger.settle(reservation, Usage())
                     self._record(base, status="error", error=str(exc), request_id=exc.request_id,
-                                 attempts=exc.attempts)
+                                 attempts=exc.attempts, permanent=isinstance(exc, TransportUnavailable))
                     raise
             cost = service.ledger.settle(reservation, reply.usage)
         status = {"refusal": "refused", "max_tokens": "truncated"}.get(reply.stop, "ok")
@@ -212,19 +219,20 @@ class LLMBrain:
         return reply
 
     def _replayed(self, recorded: LLMCall | None, seq: int, phash: str, base: dict) -> LLMReply:
-        if recorded is None:
-            raise BrainError(f"replay: the recording has no turn {seq} for {self.agent} (the campaign "
-                             "diverged from the recorded one or ran longer)")
+        if recorded is None:  # a replay cannot heal: no later turn will match either
+            raise BrainUnavailable(f"replay: the recording has no turn {seq} for {self.agent} (the "
+                                   "campaign diverged from the recorded one or ran longer)")
         if recorded.prompt_hash != phash:
-            raise BrainError(f"replay diverged: {self.agent}'s turn {seq} asks something else than "
-                             "the recorded campaign did")
+            raise BrainUnavailable(f"replay diverged: {self.agent}'s turn {seq} asks something else than "
+                                   "the recorded campaign did")
         if recorded.status == "budget":
             self._record(base, status="budget", error=recorded.error, replayed=True)
             raise BudgetExhausted(recorded.error)
         if recorded.status == "error":
             self._record(base, status="error", error=recorded.error, request_id=recorded.request_id,
-                         attempts=recorded.attempts, replayed=True)
-            raise TransportError(recorded.error, recorded.request_id, recorded.attempts)
+                         attempts=recorded.attempts, permanent=recorded.permanent, replayed=True)
+            error = TransportUnavailable if recorded.permanent else TransportError
+            raise error(recorded.error, recorded.request_id, recorded.attempts)
         stop = {"refused": "refusal", "truncated": "max_tokens"}.get(recorded.status, "end")
         return LLMReply(text=recorded.answer, stop=stop, stop_reason=recorded.stop_reason,
                         usage=Usage(recorded.input_tokens, recorded.output_tokens,

@@ -6,7 +6,10 @@ one piece of code, the same for both providers, and tested against a real socket
   are not the JSON the API promises; the delay is the server's ``retry-after-ms`` / ``retry-after``
   when it gives one (capped), else ``backoff_s`` doubling up to ``max_backoff_s``;
 - never retried: 400, 401, 403, 404, 413, 422, and a 429 whose body speaks of quota, credit,
-  billing or spend limits (it will not clear by waiting).
+  billing or spend limits (it will not clear by waiting);
+- of those, 401 (bad key), 403 (no permission), 404 (unknown model or wrong base URL) and the
+  spend-limit 429 cannot heal during a campaign: they raise ``TransportUnavailable``, and the agent
+  stops asking. Every other failure is worth another try later: the agent pauses and asks again.
 Every attempt runs under its own ``fail_after``; request ids are logged and returned. API keys go
 into request headers only and appear in no message or record.
 """
@@ -23,7 +26,7 @@ from loguru import logger
 
 from blackboard.config import LLMConfig
 
-from ..brain import BrainError
+from ..brain import BrainError, BrainUnavailable
 
 StopReason = Literal["end", "max_tokens", "refusal", "other"]
 
@@ -63,15 +66,21 @@ class TransportError(BrainError):
         self.attempts = attempts
 
 
+class TransportUnavailable(TransportError, BrainUnavailable):
+    """The server refused in a way that waiting will not heal (module note)."""
+
+
 class _Failed(Exception):
     """One failed attempt, classified."""
 
-    def __init__(self, message: str, *, retry: bool, after: float | None = None, request_id: str = ""):
+    def __init__(self, message: str, *, retry: bool, after: float | None = None, request_id: str = "",
+                 permanent: bool = False):
         super().__init__(message)
-        self.retry, self.after, self.request_id = retry, after, request_id
+        self.retry, self.after, self.request_id, self.permanent = retry, after, request_id, permanent
 
 
 _NO_RETRY = {400, 401, 403, 404, 413, 422}
+_PERMANENT = {401, 403, 404}
 _SPEND = re.compile(r"quota|credit|billing|spend|insufficient|usage limit", re.I)
 
 
@@ -81,11 +90,13 @@ def classify(status: int, headers, body: str, request_id: str = "") -> _Failed:
     snippet = " ".join(body.split())[:300]
     if status == 429 and _SPEND.search(body):
         return _Failed(f"HTTP 429, a spend or quota limit (not retried): {snippet}", retry=False,
-                       request_id=request_id)
+                       request_id=request_id, permanent=True)
     retry = status not in _NO_RETRY and (status in (408, 409, 429) or status >= 500)
     hint = {401: " (check the API key variable named by llm.api_key_env)",
-            403: " (the key lacks permission for this model)"}.get(status, "")
-    return _Failed(f"HTTP {status}{hint}: {snippet}", retry=retry, after=after, request_id=request_id)
+            403: " (the key lacks permission for this model)",
+            404: " (check llm.model and llm.base_url)"}.get(status, "")
+    return _Failed(f"HTTP {status}{hint}: {snippet}", retry=retry, after=after, request_id=request_id,
+                   permanent=status in _PERMANENT)
 
 
 def retry_after(headers) -> float | None:
@@ -121,7 +132,8 @@ async def with_retries(cfg: LLMConfig, attempt: Callable[[], Awaitable[LLMReply]
         await anyio.sleep(min(max(delay, 0.0), cfg.max_backoff_s))
     assert last is not None
     tries = f"after {n} attempt{'s' if n > 1 else ''}"
-    raise TransportError(f"{what}: {last} ({tries})", request_id=last.request_id, attempts=n)
+    error = TransportUnavailable if last.permanent else TransportError
+    raise error(f"{what}: {last} ({tries})", request_id=last.request_id, attempts=n)
 
 
 Send = Callable[[LLMRequest], Awaitable[LLMReply]]

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import msgspec
 
+from kernel_scientist.cli import natural_int, positive_float
+
 DEFAULT_TASK = Path(__file__).resolve().parents[2] / "evaluator" / "tasks" / "amd_fp8_mm"
 
 
@@ -20,8 +22,8 @@ def add(sub) -> None:
     ev.add_argument("--backend", choices=("simulated", "local"), default="simulated")
     ev.add_argument("--device", choices=("mi300x", "h200", "h100"), default="mi300x",
                     help="the simulated device (simulated backend only)")
-    ev.add_argument("--seed", type=int, default=0, help="mixed into every test seed")
-    ev.add_argument("--timeout", type=float, default=600.0, help="wall seconds for the candidate's run")
+    ev.add_argument("--seed", type=natural_int, default=0, help="mixed into every test seed")
+    ev.add_argument("--timeout", type=positive_float, default=600.0, help="wall seconds for the candidate's run")
     ev.add_argument("--json", action="store_true", help="print the full report as one JSON object")
     ev.set_defaults(handler=_evaluate)
 
@@ -29,18 +31,14 @@ def add(sub) -> None:
 def _evaluate(args) -> int:
     import anyio
 
-    from evaluator import LocalBackend, SimulatedBackend, load_task
+    from evaluator import load_task
+    from kernel_scientist.backends import make_backend
     from kernel_scientist.cli import UsageError
 
-    try:
-        source = args.file.read_text()
-    except OSError as exc:
-        raise UsageError(f"{args.file}: cannot read submission ({exc.strerror})") from exc
+    source = read_source(args.file, "submission")
     task = load_task(args.task)
-    if args.backend == "local":
-        backend = LocalBackend(task, timeout_s=args.timeout)
-    else:
-        backend = SimulatedBackend(task, device=args.device, noise=0.0, timeout_s=args.timeout)
+    backend = make_backend(args.backend, task, setting="--backend local", instead="--backend simulated",
+                           device=args.device, noise=0.0, timeout_s=args.timeout)
 
     async def go():
         return await backend.evaluate(source, submission_id=0, secret_seed=args.seed)
@@ -52,6 +50,26 @@ def _evaluate(args) -> int:
     else:
         print(render(report, args.file))
     return 0 if report.outcome == "passed" else 1
+
+
+def read_source(path: Path, what: str) -> str:
+    """A Python source file the user named, or one line saying why it is not one."""
+    from kernel_scientist.cli import UsageError
+
+    if path.is_dir():
+        raise UsageError(f"{path}: is a folder; name the {what} file (a .py file)")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read {what} ({exc.strerror})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not a text file (byte {exc.start} is not UTF-8); a {what} is "
+                         "Python source") from None
+    if not text.strip():
+        raise UsageError(f"{path}: an empty file; a {what} is Python source")
+    return text
 
 
 def render(report, file) -> str:

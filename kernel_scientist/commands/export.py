@@ -2,31 +2,29 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-HEADER = ("#!POPCORN leaderboard amd-fp8-mm", "#!POPCORN gpus MI300")
+from kernel_scientist.cli import positive_int
 
 
 def add(sub) -> None:
     ex = sub.add_parser("export", help="write a kernel as a leaderboard submission file")
     ex.add_argument("--db", type=Path, required=True)
-    ex.add_argument("--kernel", type=int, help="kernel id (default: the best that passed)")
-    ex.add_argument("--out", type=Path, required=True)
+    ex.add_argument("--kernel", type=positive_int, help="kernel id (default: the best that passed)")
+    ex.add_argument("--out", type=Path, required=True, help="the file to write, e.g. submission.py")
     ex.set_defaults(handler=_export)
-
-
-def with_header(source: str, leaderboard: str) -> str:
-    """Put the #!POPCORN routing lines first, replacing any the kernel already had."""
-    body = [line for line in source.splitlines() if not line.startswith("#!POPCORN")]
-    header = [f"#!POPCORN leaderboard {leaderboard}", HEADER[1]]
-    return "\n".join(header + body) + "\n"
 
 
 def _export(args) -> int:
     from blackboard import open_existing
-    from kernel_scientist import status
-    from kernel_scientist.cli import UsageError
+    from kernel_scientist import export, status
+    from kernel_scientist.cli import UsageError, _version
 
+    if args.out.is_dir():
+        raise UsageError(f"--out {args.out}: is a folder; name the file to write, e.g. {args.out / 'submission.py'}")
+    if not args.out.parent.is_dir():
+        raise UsageError(f"--out {args.out}: no folder {args.out.parent} to write it in")
     with open_existing(args.db) as board:
         kernel_id = args.kernel
         if kernel_id is None:
@@ -35,10 +33,11 @@ def _export(args) -> int:
                 raise UsageError(f"{args.db}: no kernel has passed an evaluation yet; name one with --kernel")
             kernel_id = best.kernel_id
         try:
-            kernel = board.kernel(kernel_id)
-        except KeyError as exc:
-            raise UsageError(f"{args.db}: no kernel {kernel_id}") from exc
-        task = board.campaign().task
-    args.out.write_text(with_header(kernel.source, task))
-    print(f"kernel {kernel_id} ({kernel.state}) -> {args.out}")
+            result = export.export(board, kernel_id, args.db.name, _version())
+        except KeyError:
+            raise UsageError(f"{args.db}: no kernel {kernel_id} (kernels 1 to {len(board.kernels())})") from None
+    args.out.write_text(result.text)
+    print(f"kernel {kernel_id} -> {args.out}  (#!POPCORN gpus {result.gpu})")
+    if result.note:
+        print(f"kernel-scientist: note: {result.note}", file=sys.stderr)
     return 0

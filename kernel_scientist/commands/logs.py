@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kernel_scientist.cli import positive_int
+
 
 def add(sub) -> None:
     lg = sub.add_parser("logs", help="replay or follow the agents' conversation")
@@ -12,7 +14,7 @@ def add(sub) -> None:
     lg.add_argument("--follow", "-f", action="store_true", help="keep printing as the campaign writes")
     lg.add_argument("--kind", help="only this kind of message (plan, choice, kernel, review, queue, "
                     "evaluation, verdict, finding, ...)")
-    lg.add_argument("--kernel", type=int, metavar="ID", help="only messages about this kernel")
+    lg.add_argument("--kernel", type=positive_int, metavar="ID", help="only messages about this kernel")
     lg.add_argument("--hypothesis", metavar="ID", help="only messages about this hypothesis (H12 or 12)")
     lg.add_argument("--grep", metavar="TEXT", help="only messages containing TEXT (case-insensitive)")
     lg.add_argument("--json", action="store_true", help="one JSON object per line (for jq)")
@@ -51,6 +53,7 @@ def _logs(args) -> int:
             else:
                 print(cv.render_thread(th, sys.stdout.isatty()))
             return 0
+        _check_filters(board, args, hyp)
         flt = cv.Filter(agent=args.agent, kind=args.kind, kernel_id=args.kernel, hypothesis_id=hyp,
                         grep=args.grep)
         try:
@@ -58,3 +61,25 @@ def _logs(args) -> int:
         except KeyboardInterrupt:  # --follow ends with Ctrl-C; the campaign is another process
             return 0
     return 0
+
+
+def _check_filters(board, args, hypothesis_id: int | None) -> None:
+    """A filter that can never match is a typo: say so, and name what would match."""
+    import typing
+
+    from blackboard.records import MessageKind
+    from kernel_scientist.cli import UsageError
+
+    kinds = typing.get_args(MessageKind)
+    if args.kind is not None and args.kind not in kinds:
+        raise UsageError(f"--kind {args.kind}: no such kind of message; kinds: {', '.join(kinds)}")
+    speakers = board.speakers()
+    if args.agent is not None and args.agent not in speakers and not args.follow:
+        raise UsageError(f"--agent {args.agent}: no such agent in this campaign; agents: {', '.join(speakers)}")
+    count = len(board.kernels())
+    if args.kernel is not None and not 1 <= args.kernel <= count and not args.follow:
+        raise UsageError(f"--kernel {args.kernel}: no such kernel in this campaign (kernels 1 to {count})")
+    hyps = len(board.hypotheses())
+    if hypothesis_id is not None and not 1 <= hypothesis_id <= hyps and not args.follow:
+        raise UsageError(f"--hypothesis H{hypothesis_id}: no such hypothesis in this campaign "
+                         f"({f'H1 to H{hyps}' if hyps else 'none yet'})")

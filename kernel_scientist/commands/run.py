@@ -61,8 +61,10 @@ def _finish(outcome, jsonl) -> int:
     from kernel_scientist import logs, status
 
     jsonl.close()
+    from kernel_scientist.commands.status import terminal_width
+
     with open_existing(outcome.db) as board:
-        print("\n" + status.render(board))
+        print("\n" + status.render(board, width=terminal_width()))
     db = outcome.db
     print(f"\nblackboard:   {db}\nconversation: {logs.jsonl_path(db)}   ({outcome.wall_s:.1f} s wall)")
     print("next:")
@@ -80,7 +82,6 @@ def _run(args) -> int:
     db = args.db or default_db(scenario)
     campaign.check_new(db)
     lessons = learn.read_all(args.learn_from)  # before any file is created: a bad one leaves none
-    db.parent.mkdir(parents=True, exist_ok=True)
     jsonl, listeners = _listeners(db, args.quiet, args.watch)
     try:
         outcome = campaign.start(scenario, db, listeners, lessons=lessons)
@@ -93,10 +94,13 @@ def _resume(args) -> int:
     from blackboard import open_existing
     from kernel_scientist import campaign
 
-    open_existing(args.db).close()  # a clear error before any output
+    open_existing(args.db).close()  # read-only: a clear error before any output
     jsonl, listeners = _listeners(args.db, args.quiet, args.watch)
     try:
         outcome = campaign.resume(args.db, listeners, args.overrides)
+    except campaign.NothingToResume as exc:
+        print(exc)
+        return 0
     finally:
         jsonl.close()
     return _finish(outcome, jsonl)

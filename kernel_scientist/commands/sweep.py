@@ -5,14 +5,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from kernel_scientist.cli import positive_int
+
 
 def add(sub) -> None:
     sw = sub.add_parser("sweep", help="run every combination of some scenario limits, over seeds")
     sw.add_argument("scenario", type=Path)
     sw.add_argument("--vary", action="append", default=[], metavar="KEY=V1,V2",
                     help="a scenario key and its values, e.g. --vary agents.engineers=1,2,4 (repeatable)")
-    sw.add_argument("--seeds", type=int, default=1, help="seeds per setting (the scenario's seed onwards)")
-    sw.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2),
+    sw.add_argument("--seeds", type=positive_int, default=1, help="seeds per setting (the scenario's seed onwards)")
+    sw.add_argument("--jobs", type=positive_int, default=max(1, (os.cpu_count() or 2) // 2),
                     help="campaigns at once (default: half the CPUs)")
     sw.add_argument("--out", type=Path, help="folder for the runs, sweep.json and sweep.png "
                     "(default: runs/sweep-<scenario name>)")
@@ -31,11 +33,11 @@ def _sweep(args) -> int:
     from kernel_scientist import sweep
     from kernel_scientist.cli import UsageError
 
-    if args.seeds < 1 or args.jobs < 1:
-        raise UsageError(f"--seeds {args.seeds} --jobs {args.jobs}: both must be at least 1")
     base = load_scenario(args.scenario, args.overrides)  # a broken scenario fails before any run
     axes = sweep.parse_vary(args.vary, args.scenario, args.overrides)
     out = args.out or Path(base.campaign.out_dir) / f"sweep-{base.campaign.name}"
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: exists and is not a folder")
     if (out / "runs").exists() and any((out / "runs").iterdir()):
         raise UsageError(f"--out {out}: already holds a sweep's runs; pass another --out or remove it")
     runs, seeds = sweep.plan(args.scenario, axes, args.seeds, out, args.overrides)

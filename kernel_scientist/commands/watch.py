@@ -4,18 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kernel_scientist.cli import positive_float, positive_int
+
 
 def add(sub) -> None:
     w = sub.add_parser("watch", help="live dashboard of a campaign (agents, queue, limits, progress)")
     w.add_argument("--db", type=Path, required=True)
     w.add_argument("--once", action="store_true", help="draw one frame and exit")
-    w.add_argument("--interval", type=float, default=0.5, metavar="SECONDS",
+    w.add_argument("--interval", type=positive_float, default=0.5, metavar="SECONDS",
                    help="how often to check the file for changes (default 0.5)")
     w.add_argument("--exit-when-done", action="store_true",
                    help="stop following once the campaign's closing message is drawn")
-    w.add_argument("--messages", type=int, default=12, help="how many latest messages to show")
+    w.add_argument("--messages", type=positive_int, default=12, help="how many latest messages to show")
     w.add_argument("--svg", type=Path, metavar="FILE", help="with --once: also save the frame as SVG")
-    w.add_argument("--width", type=int, help="terminal width to draw for (default: the terminal's)")
+    w.add_argument("--width", type=positive_int, help="terminal width to draw for (default: the terminal's)")
     w.set_defaults(handler=_watch)
 
 
@@ -25,10 +27,10 @@ def _watch(args) -> int:
     from kernel_scientist import dashboard
     from kernel_scientist.cli import UsageError
 
-    if args.interval <= 0:
-        raise UsageError(f"--interval {args.interval}: must be > 0 seconds")
     if args.svg and not args.once:
         raise UsageError("--svg needs --once (it saves one frame)")
+    if args.svg and args.svg.is_dir():
+        raise UsageError(f"--svg {args.svg}: is a folder; name the .svg file to write")
     console = Console(width=args.width, record=bool(args.svg))
     try:
         dashboard.watch(args.db, once=args.once, poll_s=args.interval, console=console,

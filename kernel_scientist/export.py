@@ -1,0 +1,138 @@
+"""A campaign's kernel as a file a leaderboard user can submit as it is.
+
+The file starts with the two ``#!POPCORN`` lines the GPU MODE leaderboard routes by: the task's
+leaderboard name and the GPU the kernel's score was measured (or simulated) on, taken from the
+evaluation's provenance rather than assumed. A header comment says where the file came from
+(campaign, kernel, score, protocol, lineage), so a number read off the leaderboard can be traced
+back to the blackboard. An evolved kernel inherits the seed's module docstring word for word,
+which describes the seed ("a plain, correct Triton kernel") and not what the campaign made of it;
+that docstring is replaced by one listing the changes applied on the way from the seed. A
+docstring the kernel's author wrote (an LLM engineer may) is kept.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import msgspec
+
+from blackboard import Blackboard, Kernel, Provenance
+
+# The GPU names the leaderboard's `#!POPCORN gpus` line accepts, and the device-name marker of each.
+LEADERBOARD_GPUS = (("MI300", "MI300"), ("MI250", "MI250"), ("H100", "H100"), ("A100", "A100"),
+                    ("B200", "B200"), ("L4", " L4"), ("T4", " T4"))
+
+
+class Export(msgspec.Struct, frozen=True):
+    text: str  # the whole file
+    kernel_id: int
+    gpu: str
+    note: str = ""  # something the user must check before submitting ("" = nothing)
+
+
+def leaderboard_gpu(device: str) -> tuple[str, str]:
+    """The leaderboard's name for ``device`` (a provenance device name such as "AMD Instinct MI300X
+    (simulated)"), and a note when the leaderboard is not known to offer it."""
+    upper = f" {device.upper()}"
+    for name, marker in LEADERBOARD_GPUS:
+        if marker in upper:
+            return name, ""
+    short = device.replace("(simulated)", "").replace("NVIDIA", "").replace("AMD", "").strip().split()
+    guess = short[-1] if short else "unknown"
+    known = ", ".join(name for name, _ in LEADERBOARD_GPUS)
+    return guess, (f"{device} is not one of the leaderboard GPUs this version knows ({known}); "
+                   f"change the `#!POPCORN gpus` line to the GPU you submit to")
+
+
+def lineage(board: Blackboard, kernel: Kernel) -> list[Kernel]:
+    """The kernel's ancestors by parent, from the seed (or the oldest known) to the kernel."""
+    chain = [kernel]
+    while chain[-1].parent_id is not None and len(chain) <= 10_000:
+        chain.append(board.kernel(chain[-1].parent_id))
+    return chain[::-1]
+
+
+def _score(board: Blackboard, kernel_id: int) -> str:
+    ev = board.evaluation_for(kernel_id)
+    if ev is None:
+        return "not evaluated"
+    report = ev.report
+    if report.outcome != "passed" or report.score_us is None:
+        return f"{report.outcome}"
+    return f"{report.score_us:.1f} us"
+
+
+def _step(board: Blackboard, k: Kernel) -> str:
+    tag = f"H{k.hypothesis_id}, " if k.hypothesis_id else ""
+    ref = f", borrowing from kernel {k.reference_id}" if k.reference_id else ""
+    return f"kernel {k.id} ({tag}{k.author}{ref}): {k.summary or 'no summary'} -> {_score(board, k.id)}"
+
+
+def _protocol(prov: Provenance) -> str:
+    if prov.simulated:
+        model = f" {prov.model}" if prov.model else ""
+        device = prov.device.replace("(simulated)", "").strip()
+        return (f"simulated {device}: time from the analytic model{model}, correctness run "
+                f"under Triton's CPU interpreter")
+    return f"measured on {prov.device} ({prov.timing_method})"
+
+
+def _docstring_span(source: str) -> tuple[int, int, str] | None:
+    """(first line, last line, text) of the module docstring, 1-based; None without one."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return None
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        return body[0].lineno, body[0].end_lineno, body[0].value.value
+    return None
+
+
+def _lineage_docstring(task: str, chain: list[Kernel], board: Blackboard, score: str,
+                       regions: bool) -> str:
+    lines = [f"{task} submission evolved by kernel-scientist from the task's seed kernel.", "",
+             f"Changes applied to kernel {chain[0].id} ({chain[0].author}, {_score(board, chain[0].id)}), "
+             "in order:"]
+    for i, k in enumerate(chain[1:], 1):
+        lines += textwrap.wrap(_step(board, k), 96, initial_indent=f"  {i}. ", subsequent_indent="     ")
+    lines += ["", f"Score: {score}."]
+    if regions:
+        lines += ["", "The ``# region: NAME`` / ``# endregion: NAME`` comment lines mark the parts that "
+                  "kernel-scientist's", "technique catalogue rewrites; keep them when editing by hand."]
+    text = "\n".join(lines).replace('"""', "'''").replace("\\", "\\\\")
+    return f'"""{text}\n"""'
+
+
+def export(board: Blackboard, kernel_id: int, db_name: str, version: str) -> Export:
+    """The submission file for kernel ``kernel_id``. Raises KeyError when there is no such kernel."""
+    campaign = board.campaign()
+    kernel = board.kernel(kernel_id)
+    chain = lineage(board, kernel)
+    ev = board.evaluation_for(kernel.id)
+    prov = ev.report.provenance if ev else (campaign.reference.provenance if campaign.reference else None)
+    device = prov.device if prov else campaign.backend
+    gpu, note = leaderboard_gpu(device)
+    if ev and ev.report.outcome == "passed" and ev.report.score_us is not None:
+        label = "simulated" if ev.report.provenance.simulated else "measured"
+        score = f"{ev.report.score_us:.1f} us geometric mean over {len(ev.report.shapes)} ranked shapes ({label})"
+    else:
+        score = f"{_score(board, kernel.id)} (this kernel has no passing evaluation)"
+    header = [
+        f"#!POPCORN leaderboard {campaign.task}",
+        f"#!POPCORN gpus {gpu}",
+        f"# Exported by kernel-scientist {version} from campaign '{campaign.name}' (seed {campaign.seed}, "
+        f"blackboard {db_name}).",
+        f"# Kernel {kernel.id} ({kernel.state}): {score}.",
+        f"# Protocol: {_protocol(prov) if prov else 'no evaluation'}.",
+        "# Lineage: " + " -> ".join(f"kernel {k.id}" for k in chain) + ".",
+    ]
+    body = [line for line in kernel.source.splitlines() if not line.startswith("#!POPCORN")]
+    source = "\n".join(body)
+    span, seed_doc = _docstring_span(source), _docstring_span(chain[0].source)
+    inherited = span and seed_doc and span[2] == seed_doc[2] and len(chain) > 1
+    if inherited:
+        doc = _lineage_docstring(campaign.task, chain, board, score, "# region:" in source)
+        body = body[: span[0] - 1] + doc.splitlines() + body[span[1]:]
+    return Export(text="\n".join(header + body) + "\n", kernel_id=kernel.id, gpu=gpu, note=note)
