@@ -34,6 +34,9 @@ class Status(msgspec.Struct, frozen=True):
     reference_score_us: float | None
     virtual_hours: float
     leaderboard: list[Entry]
+    # Evaluations one GPU finishes per hour of its own time: 3600 / the mean evaluation's duration
+    # (start to verdict, campaign clock: modeled on simulated backends, wall time on real ones).
+    evaluations_per_gpu_hour: float | None = None
 
 
 CLOSING = "campaign over"  # how the runner's last message starts (kernel_scientist/campaign.py)
@@ -75,7 +78,12 @@ def status(board: Blackboard, top: int = 10) -> Status:
         rejected=len(board.kernels(KernelState.REJECTED)), best=entries[0] if entries else None,
         seed_score_us=seed_us, reference_score_us=ref_us,
         virtual_hours=round(board.clock() / 3600, 3) if campaign.virtual_time else 0.0,
-        leaderboard=entries[:top])
+        leaderboard=entries[:top], evaluations_per_gpu_hour=_per_gpu_hour(evals))
+
+
+def _per_gpu_hour(evals: list[Evaluation]) -> float | None:
+    busy = sum(max(0.0, e.finished_at - e.started_at) for e in evals)
+    return round(3600 * len(evals) / busy, 1) if evals and busy > 0 else None
 
 
 def _x(v: float | None) -> str:
@@ -97,8 +105,9 @@ def render(board: Blackboard, top: int = 10, width: int | None = None) -> str:
     lines = [
         f"{st.task} on {st.device or 'no evaluations yet'} — backend {st.backend} ({label}), seed {st.seed}, "
         f"{board.clock() / 3600:.2f} campaign hours ({'virtual' if st.simulated else 'wall'} clock)",
-        f"{st.submissions} submissions, {st.evaluations} evaluations ({st.failed} failed), "
-        f"{st.rejected} kernels sent back by the critic",
+        f"{st.submissions} submissions, {st.evaluations} evaluations ({st.failed} failed"
+        + (f"; {st.evaluations_per_gpu_hour:.0f} per GPU-hour" if st.evaluations_per_gpu_hour else "")
+        + f"), {st.rejected} kernels sent back by the critic",
         f"seed kernel {_fmt(st.seed_score_us)}, PyTorch reference {_fmt(st.reference_score_us)} "
         f"(geometric mean over the ranked shapes, {label})",
         "",

@@ -42,6 +42,11 @@ def test_smoke_campaign_improves_and_reports(smoke):
     assert status["best"]["score_us"] < status["seed_score_us"] < status["reference_score_us"]
     assert status["virtual_hours"] >= 3.0
     with open_existing(db) as board:
+        evals = board.evaluations()
+        busy = sum(e.finished_at - e.started_at for e in evals)
+    assert status["evaluations_per_gpu_hour"] == pytest.approx(3600 * len(evals) / busy, abs=0.1)
+    assert f"; {status['evaluations_per_gpu_hour']:.0f} per GPU-hour)" in cli("status", "--db", str(db)).stdout
+    with open_existing(db) as board:
         speakers = {m.agent for m in board.messages()}
         assert AGENTS <= speakers
         # Every message is also in the JSONL file beside the database, in the same order.
