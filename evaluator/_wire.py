@@ -13,6 +13,7 @@ from typing import Literal
 import msgspec
 
 from blackboard.records import Shape
+from evaluator._task import TaskMeta
 
 
 class TensorArg(msgspec.Struct, frozen=True):
@@ -67,13 +68,31 @@ class Capture(msgspec.Struct, frozen=True):
     torch_ops: list[TorchOp] = []
 
 
-class CheckOutput(msgspec.Struct, frozen=True):
-    """The candidate's output on one check shape, as raw bytes; the parent judges it."""
+class TensorValue(msgspec.Struct, frozen=True, tag="tensor"):
+    """One output tensor as raw bytes in logical order."""
 
-    shape: Shape  # with the seed actually used (test seed mixed with the secret seed)
     dtype: str
     dims: list[int]
     data: bytes
+
+
+class ScalarValue(msgspec.Struct, frozen=True, tag="scalar"):
+    value: int | float | bool | None
+
+
+class SeqValue(msgspec.Struct, frozen=True, tag="seq"):
+    kind: Literal["tuple", "list"]
+    items: list[Value]
+
+
+Value = TensorValue | ScalarValue | SeqValue  # an output, whatever the folder returns
+
+
+class CheckOutput(msgspec.Struct, frozen=True):
+    """The candidate's output on one check shape, as plain values; the parent judges it."""
+
+    shape: Shape  # with the seed actually used (test seed mixed with the secret seed)
+    value: Value
     inputs_modified: str | None = None  # names of inputs the candidate wrote to, if any
 
 
@@ -89,6 +108,8 @@ class ChildRequest(msgspec.Struct, frozen=True):
     bench: list[Shape]
     device: str  # device spec name for picking autotune configs by the model
     mem_limit_mb: int = 4096
+    meta: TaskMeta = TaskMeta()  # the task's declared output slot and flops (heavy-op rule)
+    own_kernel: bool = False  # the policy: a torch matmul doing the task's work is rejected
 
 
 class ChildResult(msgspec.Struct, frozen=True):
@@ -142,6 +163,8 @@ class GpuRequest(msgspec.Struct, frozen=True):
     l2_flush_bytes: int = 2 * 64 * 1024 * 1024
     time_reference: bool = False  # time the task's own ref_kernel (the parent's anchor), no import
     device: Literal["cuda", "cpu"] = "cuda"  # cpu: the protocol under Triton's interpreter, host-clock times (tests)
+    meta: TaskMeta = TaskMeta()
+    own_kernel: bool = False  # the policy: a torch matmul doing the task's work is rejected
 
 
 class ShapeSamples(msgspec.Struct, frozen=True):
