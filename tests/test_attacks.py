@@ -43,7 +43,7 @@ ATTACKS = {a.name: a for a in gpu_attacks.load_attacks(Path(__file__).parent / "
 
 @pytest.fixture(scope="module")
 def backend():
-    with SimulatedBackend(TASK, device="mi300x", noise=0.0, timeout_s=5.0, output_limit=10_000) as b:
+    with SimulatedBackend(TASK, device="mi300x", noise=0.0, timeout_s=5.0, output_limit=10_000, own_kernel=True) as b:
         yield b
 
 
@@ -97,7 +97,7 @@ def custom_kernel(data):
     ("bytes([0x81, 0xa6]) + b'status' + bytes([0xa2]) + b'ok'", 5, "may have been forged"),
 ], ids=["garbage-exit-0", "result-exit-5"])
 async def test_a_forged_result_file_never_passes_even_without_the_rules(backend, monkeypatch, blob, code, reason):
-    monkeypatch.setattr(simulated, "rule_verdict", lambda source: None)  # the rules switched off
+    monkeypatch.setattr(simulated, "rule_verdict", lambda source, own_kernel=True: None)  # the rules switched off
     source = _FORGE.replace("BLOB", blob).replace("CODE", str(code))
     report = await backend.evaluate(source, submission_id=1, secret_seed=SECRET_SEED)
     assert report.outcome is Outcome.CRASH and reason in report.reason

@@ -61,8 +61,9 @@ def render(report, file) -> str:
              f"  backend {prov.backend} on {prov.device}{'' if label in prov.device else f' ({label})'}; "
              f"timing: {prov.timing_method}"]
     if report.score_us is not None:
-        lines.append(f"  score {report.score_us:.1f} us (geometric mean over {len(report.shapes)} ranked shapes, {label})")
+        lines.append(f"  score {report.score_us:.1f} us (over {len(report.shapes)} ranked shapes, {label})")
         for s in report.shapes:
             flag = f"  [{s.flagged}]" if s.flagged else ""
-            lines.append(f"    {s.shape.label():>16}: {s.time_us:9.1f} us  (speed of light {s.sol_us:.1f} us){flag}")
+            sol = f"  (speed of light {s.sol_us:.1f} us)" if s.sol_us is not None else ""
+            lines.append(f"    {s.shape.label():>16}: {s.time_us:9.1f} us{sol}{flag}")
     return "\n".join(lines)
