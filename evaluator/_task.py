@@ -97,6 +97,12 @@ class Task(msgspec.Struct, frozen=True):
     def flops(self, shape: Shape) -> float | None:
         return task_flops(self.meta, shape)
 
+    def kernels(self) -> Literal["gemm", "any"]:
+        """Which technique catalogue fits the task's kernels: "gemm" when it declares itself a
+        matrix product or every test is exactly m, n, k (the convention of GEMM folders), else
+        "any" (techniques that work on any Triton kernel)."""
+        return "gemm" if self.meta.gemm or all(t.is_mnk() for t in self.tests) else "any"
+
     def min_bytes(self, shape: Shape) -> float | None:
         return arith(self.meta.bytes, shape.kwargs()) if self.meta.bytes else None
 

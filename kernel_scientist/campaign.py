@@ -41,8 +41,9 @@ def _make_backend(scenario: Scenario, task):
     cfg = scenario.evaluator
     if cfg.backend == "local":
         return LocalBackend(task, timeout_s=cfg.timeout_s, max_calls=cfg.max_calls,
-                            shape_budget_s=cfg.shape_budget_s)
-    return SimulatedBackend(task, device=cfg.device, noise=cfg.noise, timeout_s=cfg.timeout_s)
+                            shape_budget_s=cfg.shape_budget_s, own_kernel=cfg.own_kernel)
+    return SimulatedBackend(task, device=cfg.device, noise=cfg.noise, timeout_s=cfg.timeout_s,
+                            own_kernel=cfg.own_kernel)
 
 
 def check_new(db: Path) -> None:
@@ -79,6 +80,11 @@ def _run(scenario: Scenario, db: Path, listeners, *, resume: bool, retuned: list
 
         LLMService.preflight(scenario)
     task = load_task(scenario.task_path())
+    try:  # read before anything is created: a campaign without its seed would be a dead end
+        seed_source = "" if resume else scenario.seed_path().read_text()
+    except OSError as exc:
+        raise BlackboardError(f"{scenario.seed_path()}: cannot read the seed kernel ({exc.strerror}); "
+                              "set campaign.seed_file to a file of the task folder") from None
     board = Blackboard(db)
     for listener in listeners:
         board.on_message(listener)
@@ -91,10 +97,8 @@ def _run(scenario: Scenario, db: Path, listeners, *, resume: bool, retuned: list
                 name=scenario.campaign.name, seed=scenario.campaign.seed, task=task.name,
                 backend=backend.name, simulated=backend.simulated, config_json=scenario_json(scenario),
                 created_wall=time.time(), virtual_time=backend.simulated, reference=reference))
-            if task.seed_source is None:
-                raise BlackboardError(f"{task.path}: the task has no submission.py to seed the campaign")
-            seed = board.add_kernel(source=task.seed_source, author="seed", at=0.0, state=KernelState.DRAFT,
-                                    summary="seed submission")
+            seed = board.add_kernel(source=seed_source, author="seed", at=0.0, state=KernelState.DRAFT,
+                                    summary=f"seed submission ({scenario.seed_path().name})")
             board.say(agent="runner", kind="info", at=0.0, kernel_id=seed.id,
                       text=f"campaign '{scenario.campaign.name}' on {task.name}: {scenario.campaign.hours:g} h "
                       f"({'virtual' if backend.simulated else 'wall'} clock), backend {backend.name} "
@@ -141,7 +145,7 @@ async def _agents(board: Blackboard, scenario: Scenario, clock: CampaignClock, b
             brain = service.brain(name)
         else:
             brain = OfflineBrain(random.Random(zlib.crc32(f"{seed}:brain:{name}".encode())),
-                                 vendor=_vendor(scenario, backend))
+                                 vendor=_vendor(scenario, backend), kernels=task.kernels())
         return Context(board=board, scenario=scenario, clock=clock, seed=seed, backend=backend,
                        task=task, brain=brain)
 
