@@ -186,6 +186,8 @@ class _Walker(ast.NodeVisitor):
     def _patched(self, target: ast.AST, node: ast.AST) -> None:
         if isinstance(target, ast.Attribute):
             name = self.dotted(target) or ""
+            if _stricter_backend_flag(name, node):
+                return
             if name.startswith(_TIMER_ROOTS) or target.attr in ("elapsed_time", "synchronize", "perf_counter", "time"):
                 self.add("timer_patch", node, f"assigns {name or target.attr}: timers and synchronisation may not be patched")
             elif name.startswith(("torch.", "triton.", "os.", "sys.", "builtins.")):
@@ -206,6 +208,19 @@ class _Walker(ast.NodeVisitor):
 
 
 POLICY_RULES = frozenset({"heavy_op"})  # what the kernel may call: on only with own_kernel
+
+
+def _stricter_backend_flag(name: str, node: ast.AST) -> bool:
+    """``torch.backends.cudnn.allow_tf32 = False``, ``...deterministic = True``, ``...benchmark =
+    False``: flags that only make torch's own arithmetic more precise or repeatable (a public
+    folder's seed sets them). The other way round could lower the precision of a reference that
+    runs in the same process, so only the strict value passes."""
+    value = getattr(node, "value", None)
+    if not name.startswith("torch.backends.") or not isinstance(value, ast.Constant):
+        return False
+    flag = name.rsplit(".", 1)[-1]
+    strict = True if flag == "deterministic" else (False if flag == "benchmark" or flag.startswith("allow_") else None)
+    return strict is not None and value.value is strict
 
 
 def static_findings(source: str, *, own_kernel: bool = True) -> list[RuleFinding]:

@@ -66,6 +66,9 @@ class Capture(msgspec.Struct, frozen=True):
     shape: Shape
     launches: list[Launch] = []
     torch_ops: list[TorchOp] = []
+    # Why the call could not be recorded on meta tensors (a torch op with no meta kernel, such as
+    # bincount): the shape is then not timed, and the report says so instead of inventing a time.
+    untimed: str | None = None
 
 
 class TensorValue(msgspec.Struct, frozen=True, tag="tensor"):

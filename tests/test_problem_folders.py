@@ -348,3 +348,28 @@ async def test_generic_variants_pass_the_prescreen(simulated, case):
     assert source != seed
     report = await simulated[name].prescreen(source)
     assert report.outcome is Outcome.PASSED, report.reason
+
+
+async def test_a_call_that_cannot_run_on_meta_tensors_is_passed_untimed(simulated):
+    no_meta_kernel = (
+        "import torch\n\n\ndef custom_kernel(x):\n"
+        "    torch.bincount(torch.zeros(4, dtype=torch.long, device=x.device))  # no meta kernel in torch\n"
+        "    return x.sum(dim=1), x.amax(dim=1)\n")
+    report = await simulated["rowstats"].evaluate(no_meta_kernel, submission_id=5, secret_seed=1)
+    assert report.outcome is Outcome.PASSED and report.score_us is None and report.shapes == []
+    assert "not timed" in report.reason and "bincount" in report.reason
+
+
+@pytest.mark.parametrize(("line", "rejected"), [
+    ("torch.backends.cudnn.allow_tf32 = False", False),
+    ("torch.backends.cudnn.deterministic = True", False),
+    ("torch.backends.cudnn.benchmark = False", False),
+    ("torch.backends.cuda.matmul.allow_tf32 = True", True),  # could lower an in-process reference's precision
+    ("torch.backends.cudnn.deterministic = False", True),
+    ("torch.cuda.synchronize = None", True),
+])
+def test_only_stricter_torch_backend_flags_may_be_set(line, rejected):
+    from evaluator import static_findings
+
+    findings = static_findings(f"import torch\n{line}\n")
+    assert bool([f for f in findings if f.severity == "reject"]) is rejected
