@@ -238,7 +238,7 @@ async def test_a_torch_matmul_passes_evaluate_and_is_rejected_in_a_campaign(sour
 def test_campaigns_keep_the_own_kernel_rules_by_default():
     from blackboard import load_scenario
 
-    for name in ("amd_fp8_mm_mi300x", "amd_fp8_mm_h200", "smoke", "stencil"):
+    for name in ("amd_fp8_mm_mi300x", "amd_fp8_mm_h200", "smoke", "stencil", "stencil_h200"):
         assert load_scenario(ROOT / "scenarios" / f"{name}.toml").evaluator.own_kernel is True
 
 
@@ -373,3 +373,16 @@ def test_only_stricter_torch_backend_flags_may_be_set(line, rejected):
 
     findings = static_findings(f"import torch\n{line}\n")
     assert bool([f for f in findings if f.severity == "reject"]) is rejected
+
+
+def test_evaluate_takes_the_policy_from_its_flag(tmp_path):
+    import subprocess
+    import sys
+
+    file = tmp_path / "torch_at.py"
+    file.write_text(TORCH_AT)
+    base = [sys.executable, "-m", "kernel_scientist.cli", "evaluate", str(file), "--task", str(FP8)]
+    plain = subprocess.run(base, capture_output=True, text=True, timeout=600)
+    assert plain.returncode == 0 and ": passed" in plain.stdout, plain.stdout + plain.stderr
+    strict = subprocess.run(base + ["--own-kernel"], capture_output=True, text=True, timeout=600)
+    assert strict.returncode == 1 and "rule heavy_op" in strict.stdout

@@ -23,6 +23,8 @@ def add(sub) -> None:
     ev.add_argument("--seed", type=int, default=0, help="mixed into every test seed")
     ev.add_argument("--timeout", type=float, default=600.0, help="wall seconds for the candidate's run")
     ev.add_argument("--json", action="store_true", help="print the full report as one JSON object")
+    ev.add_argument("--own-kernel", action="store_true",
+                    help="also reject a torch matmul doing the task's work (a campaign's policy; a leaderboard accepts it)")
     ev.set_defaults(handler=_evaluate)
 
 
@@ -38,9 +40,10 @@ def _evaluate(args) -> int:
         raise UsageError(f"{args.file}: cannot read submission ({exc.strerror})") from exc
     task = load_task(args.task)
     if args.backend == "local":
-        backend = LocalBackend(task, timeout_s=args.timeout)
+        backend = LocalBackend(task, timeout_s=args.timeout, own_kernel=args.own_kernel)
     else:
-        backend = SimulatedBackend(task, device=args.device, noise=0.0, timeout_s=args.timeout)
+        backend = SimulatedBackend(task, device=args.device, noise=0.0, timeout_s=args.timeout,
+                                   own_kernel=args.own_kernel)
 
     async def go():
         return await backend.evaluate(source, submission_id=0, secret_seed=args.seed)
