@@ -12,13 +12,7 @@
 set -u
 out=${1:?out dir}; rk=${2:-}; seconds=${3:-360}; skip=${4:-}
 mkdir -p "$out"
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site:$PWD || exit 1
-else
-  export PYTHONPATH=$PWD
-fi
-export PYTHONUNBUFFERED=1
+. scripts/gpu_env.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv | tee "$out/gpu.txt"
 python3 -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)" | tee "$out/versions.txt"
 check() { python3 scripts/check_folders.py "$@" --max-calls 20 --shape-budget 1.0 --timeout 300; }
