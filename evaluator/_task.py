@@ -418,8 +418,9 @@ def _redirected(target: str):
 
     real_generator = torch.Generator
 
-    def generator(device=None):
-        return real_generator(device="cpu")
+    class generator(real_generator):  # a type still (torch's own modules write `torch.Generator | None`)
+        def __new__(cls, device=None):
+            return real_generator(device="cpu")
 
     class Devices(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
