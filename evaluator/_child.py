@@ -154,6 +154,13 @@ def recheck_index(shapes: list[Shape]) -> int:
     return min(range(len(shapes)), key=lambda i: (shapes[i].work(), i))
 
 
+def _no_meta_kernel(exc: BaseException) -> bool:
+    """A torch op that cannot run on meta tensors (no meta kernel, or ``.item()`` on one): the
+    call cannot be recorded, which is the model's limit, not the candidate's fault."""
+    text = str(exc).lower()
+    return "meta" in text and ("kernel" in text or "item()" in text or "meta tensors" in text)
+
+
 def _launch_plan(launches: list[Launch]) -> list[tuple]:
     """What must not depend on whether the data is real: which kernels, on which grids, how."""
     return [(x.kernel, tuple(x.grid), x.num_warps, x.num_stages, sorted(x.constexprs.items())) for x in launches]
@@ -194,8 +201,8 @@ def _work(req: ChildRequest, workdir: Path) -> ChildResult:
             try:
                 with capture_launches(probed, [], choose=lambda opts: 0):  # execute=True runs configs[0] too
                     fn(probe_in)
-            except NotImplementedError as exc:
-                if "meta" not in str(exc).lower():
+            except (NotImplementedError, RuntimeError) as exc:
+                if not _no_meta_kernel(exc):
                     raise
                 unrecordable = f"{type(exc).__name__}: {_one_line(exc, 200)}"
             if unrecordable is None and _launch_plan(probed) != _launch_plan(real_launches):
@@ -220,8 +227,8 @@ def _work(req: ChildRequest, workdir: Path) -> ChildResult:
                     with _platform(device), capture_launches(launches, ops, choose=lambda opts, s=shape: min(
                             range(len(opts)), key=lambda i: launches_time_us(opts[i], s, device))):
                         fn(data)
-                except NotImplementedError as exc:
-                    if "meta" not in str(exc).lower():
+                except (NotImplementedError, RuntimeError) as exc:
+                    if not _no_meta_kernel(exc):
                         raise
                     captures.append(Capture(shape=shape, untimed=f"{type(exc).__name__}: {_one_line(exc, 200)}"))
                     continue

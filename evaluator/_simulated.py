@@ -136,7 +136,7 @@ class SimulatedBackend:
             try:
                 with capture_launches(launches, ops):
                     self._reference.ref_kernel(data)
-            except NotImplementedError as exc:  # a torch op without a meta kernel: no time invented
+            except Exception as exc:  # e.g. a torch op without a meta kernel: no time invented
                 return EvalReport(outcome=Outcome.PASSED, reason=f"the task's reference, not timed: on {s.label()} it "
                                   f"cannot be recorded on meta tensors ({' '.join(str(exc).split())[:200]})",
                                   provenance=self._provenance(0, 0, notes="reference implementation, no sandbox"))

@@ -350,14 +350,15 @@ async def test_generic_variants_pass_the_prescreen(simulated, case):
     assert report.outcome is Outcome.PASSED, report.reason
 
 
-async def test_a_call_that_cannot_run_on_meta_tensors_is_passed_untimed(simulated):
-    no_meta_kernel = (
-        "import torch\n\n\ndef custom_kernel(x):\n"
-        "    torch.bincount(torch.zeros(4, dtype=torch.long, device=x.device))  # no meta kernel in torch\n"
-        "    return x.sum(dim=1), x.amax(dim=1)\n")
-    report = await simulated["rowstats"].evaluate(no_meta_kernel, submission_id=5, secret_seed=1)
+@pytest.mark.parametrize(("side_op", "named"), [
+    ("torch.bincount(torch.zeros(4, dtype=torch.long, device=x.device))", "bincount"),  # no meta kernel
+    ("assert x.abs().sum().item() >= 0", "item()"),  # a host read of data meta tensors do not have
+], ids=["no-meta-kernel", "item"])
+async def test_a_call_that_cannot_run_on_meta_tensors_is_passed_untimed(simulated, side_op, named):
+    source = f"import torch\n\n\ndef custom_kernel(x):\n    {side_op}\n    return x.sum(dim=1), x.amax(dim=1)\n"
+    report = await simulated["rowstats"].evaluate(source, submission_id=5, secret_seed=1)
     assert report.outcome is Outcome.PASSED and report.score_us is None and report.shapes == []
-    assert "not timed" in report.reason and "bincount" in report.reason
+    assert "not timed" in report.reason and named in report.reason
 
 
 @pytest.mark.parametrize(("line", "rejected"), [
