@@ -33,7 +33,8 @@ import msgspec
 
 from blackboard.records import Shape
 from evaluator._capture import capture_launches, heavy_op_verdict
-from evaluator._task import generate_input, import_reference, import_submission, isolate_candidate, task_flops
+from evaluator._rundir import generate_input, import_reference, import_submission, isolate_candidate
+from evaluator._task import task_flops
 from evaluator._values import clone_data, encode_output, modified_inputs, prefill_output
 from evaluator._wire import Capture, CheckOutput, ChildRequest, ChildResult, Launch, TorchOp
 

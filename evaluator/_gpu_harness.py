@@ -38,7 +38,8 @@ import msgspec
 
 from evaluator._capture import heavy_op_verdict, torch_recorder
 from evaluator._lifetime import die_with_parent
-from evaluator._task import check_failure, generate_input, import_reference, import_submission, isolate_candidate, task_flops
+from evaluator._rundir import generate_input, import_reference, import_submission, isolate_candidate
+from evaluator._task import check_failure, task_flops
 from evaluator._values import clone_data, modified_inputs, not_plain, prefill_output
 from evaluator._wire import GpuRequest, GpuResult, ShapeSamples
 

@@ -28,7 +28,8 @@ from evaluator._devices import DEVICES
 from evaluator._model import MODEL_VERSION, ModelInfeasible, ModelUnsupported, is_vector_gemm, capture_time_us
 from evaluator._rules import rule_verdict
 from evaluator._sandbox import ForkServer, JobOutcome
-from evaluator._task import Task, check_failure, generate_input, import_reference, mix_seed, task_flops
+from evaluator._rundir import generate_input, import_reference
+from evaluator._task import Task, check_failure, mix_seed, task_flops
 from evaluator._values import decode_output
 from evaluator._wire import CheckOutput, ChildRequest, ChildResult
 
