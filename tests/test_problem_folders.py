@@ -387,3 +387,25 @@ def test_evaluate_takes_the_policy_from_its_flag(tmp_path):
     assert plain.returncode == 0 and ": passed" in plain.stdout, plain.stdout + plain.stderr
     strict = subprocess.run(base + ["--own-kernel"], capture_output=True, text=True, timeout=600)
     assert strict.returncode == 1 and "rule heavy_op" in strict.stdout
+
+
+def test_a_campaign_on_a_non_gemm_folder_improves_its_seed(tmp_path):
+    """scenarios/stencil.toml end to end (simulated, offline brain): only the techniques for any
+    Triton kernel are tried, and the best kernel beats the folder's seed."""
+    import json
+
+    from blackboard import open_existing
+
+    from _support import SCENARIOS, cli
+
+    db = tmp_path / "stencil.sqlite"
+    result = cli("run", str(SCENARIOS / "stencil.toml"), "--db", str(db), "--quiet", "--set", "campaign.hours=1.5")
+    assert result.returncode == 0, result.stderr[-3000:]
+    status = json.loads(cli("status", "--db", str(db), "--json").stdout)
+    assert status["task"] == "stencil" and status["simulated"] is True
+    assert status["best"]["score_us"] < status["seed_score_us"]
+    with open_existing(db) as board:
+        tried = {h.technique for h in board.hypotheses()}
+        assert tried and tried <= {"block_size", "launch_warps", "launch_stages"}
+        seed = next(k for k in board.kernels() if k.author == "seed")
+        assert seed.source == (PROBLEMS / "stencil" / "submission.py").read_text()
