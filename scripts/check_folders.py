@@ -103,7 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"{missing[0]}: no task.yml there; pass problem folders in GPU MODE format", file=sys.stderr)
         return 2
-    rows = [row for folder in args.folders for row in check(folder.resolve(), args)]
+    try:
+        rows = [row for folder in args.folders for row in check(folder.resolve(), args)]
+    except RuntimeError as exc:  # the local backend found no GPU: say so in one line
+        print(f"check_folders: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
     misses = [r for r in rows if not r.as_expected]
     print(f"{len(rows)} solutions in {len(args.folders)} folders: {len(rows) - len(misses)} as expected, "
           f"{len(misses)} not")

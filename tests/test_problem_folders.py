@@ -409,3 +409,24 @@ def test_a_campaign_on_a_non_gemm_folder_improves_its_seed(tmp_path):
         assert tried and tried <= {"block_size", "launch_warps", "launch_stages"}
         seed = next(k for k in board.kernels() if k.author == "seed")
         assert seed.source == (PROBLEMS / "stencil" / "submission.py").read_text()
+
+
+@pytest.mark.parametrize("how", [["--backend", "simulated"], ["--device", "cpu", "--smallest", "--max-calls", "3",
+                                                               "--shape-budget", "0.3"]], ids=["simulated", "local-cpu"])
+def test_check_folders_prints_every_verdict(tmp_path, how):
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "rows.json"
+    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "check_folders.py"), str(PROBLEMS / "rowstats"),
+                          *how, "--json", str(out)], capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "4 solutions in 1 folders: 4 as expected, 0 not" in run.stdout
+    rows = json.loads(out.read_text())
+    assert {(r["file"], r["report"]["outcome"]) for r in rows} == {
+        ("submission.py", "passed"), ("solutions/correct/torch_rows.py", "passed"),
+        ("solutions/wrong/first_block_only.py", "wrong_output"), ("solutions/wrong/one_output.py", "wrong_output")}
+    bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "check_folders.py"), str(tmp_path)],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "no task.yml there" in bad.stderr and "Traceback" not in bad.stderr
