@@ -49,8 +49,9 @@ class Archivist(Agent):
         report = ev.report
         hyp = board.hypothesis(kernel.hypothesis_id) if kernel.hypothesis_id else None
         technique = hyp.technique if hyp else kernel.author
-        if report.outcome != "passed":
-            text = f"kernel {kernel.id} ({kernel.summary or technique}) failed: {report.reason}"
+        if report.outcome != "passed" or report.score_us is None:  # failed, or correct but untimed
+            verdict = "failed" if report.outcome != "passed" else "passed untimed"
+            text = f"kernel {kernel.id} ({kernel.summary or technique}) {verdict}: {report.reason}"
             board.add_finding(technique=technique, scope="all", uplift=-1.0, evidence=[ev.id],
                               text=text, at=self.now())
             self.say("finding", text, kernel_id=kernel.id)
@@ -69,7 +70,7 @@ class Archivist(Agent):
         groups: dict[str, list[float]] = {}
         for new, old in zip(report.shapes, base_ev.report.shapes):
             if new.time_us and old.time_us:
-                groups.setdefault(f"m={new.shape.m}", []).append(math.log(old.time_us / new.time_us))
+                groups.setdefault(_group(new.shape), []).append(math.log(old.time_us / new.time_us))
         parts = [f"{math.exp(sum(v) / len(v)) - 1:+.1%} on {g}" for g, v in sorted(groups.items())]
         text = (f"{hyp.technique} ({hyp.params and ', '.join(f'{k}={v}' for k, v in hyp.params.items())})"
                 f" on kernel {hyp.base_id}: {overall:+.1%} overall; " + ", ".join(parts))
@@ -115,3 +116,12 @@ class Archivist(Agent):
         ref = f", reference {sel.reference_id}" if sel.reference_id else ""
         self.say("selection", f"selection {sel.id}: base kernel {sel.base_id}{ref} ({choice.reason})",
                  kernel_id=sel.base_id)
+
+
+def _group(shape) -> str:
+    """Which shapes a finding pools: a GEMM's by m (small-m and large-m shapes behave apart);
+    any other task's by its first argument."""
+    if shape.is_mnk():
+        return f"m={shape.m}"
+    name, value = next(iter(shape.kwargs().items()))
+    return f"{name}={value}"

@@ -48,7 +48,7 @@ class Critic(Agent):
         board = self.board
         hyp = board.hypothesis(kernel.hypothesis_id) if kernel.hypothesis_id else None
         base = board.kernel(kernel.parent_id) if kernel.parent_id else None
-        findings = [f"{f.severity}: {f.rule} (line {f.line}): {f.detail}" for f in static_findings(kernel.source)]
+        findings = [f"{f.severity}: {f.rule} (line {f.line}): {f.detail}" for f in static_findings(kernel.source, own_kernel=self.ctx.scenario.evaluator.own_kernel)]
         twins = [k for k in board.kernels_with_hash(kernel.source_hash)
                  if k.id != kernel.id and k.state != KernelState.REJECTED]
         prescreen = None

@@ -83,8 +83,10 @@ class EvaluatorAgent(Agent):
                                 finished_at=self.now(), report=report)
         prov = report.provenance  # the device name of a simulated backend says "(simulated)"
         where = prov.device if prov.simulated else f"measured on {prov.device}"
-        if report.outcome == "passed":
-            text = f"kernel {kernel.id}: {report.score_us:.1f} us geomean ({where})"
+        if report.outcome == "passed" and report.score_us is not None:
+            text = f"kernel {kernel.id}: {report.score_us:.1f} us ({where})"
+        elif report.outcome == "passed":  # correct, but the backend could not time it (it says why)
+            text = f"kernel {kernel.id} passed, untimed: {report.reason}"
         else:
             text = f"kernel {kernel.id} {report.outcome}: {report.reason}"
         board.say(agent=self.name, kind="evaluation", at=self.now(), text=text, kernel_id=kernel.id,

@@ -32,11 +32,12 @@ EXPLORE = 0.2  # probability that the selector picks a runner-up as base
 class OfflineBrain:
     name = "offline"
 
-    def __init__(self, rng: random.Random, vendor: str = "amd"):
+    def __init__(self, rng: random.Random, vendor: str = "amd", kernels: str = "gemm"):
         self.rng = rng
-        # The catalogue as it applies to the target's vendor: no AMD-only knobs on NVIDIA, and
-        # the forms and priors measured on that vendor's hardware.
-        self.catalogue = {t.name: t for t in knowledge.catalogue(vendor)}
+        # The catalogue as it applies to the target's vendor (no AMD-only knobs on NVIDIA, and the
+        # forms and priors measured on that vendor's hardware) and to the task's kind of kernel
+        # (no GEMM-only rewrite of a stencil).
+        self.catalogue = {t.name: t for t in knowledge.catalogue(vendor, kernels)}
 
     # ---- archivist: base and reference ----------------------------------------------------
     async def select(self, view: SelectionView) -> Choice:

@@ -30,6 +30,8 @@ class CampaignConfig(_Strict):
     name: str = "campaign"
     # A problem folder in GPU MODE format, relative to the scenario file (or absolute).
     task: str = "../evaluator/tasks/amd_fp8_mm"
+    # The seed kernel: a file of the task folder ("" = its submission.py), relative to the folder.
+    seed_file: str = ""
     seed: Annotated[int, msgspec.Meta(ge=0)] = 1
     hours: Positive = 24.0  # campaign length on the campaign clock
     # Where `run` puts the blackboard when --db is not given, relative to the working directory.
@@ -134,6 +136,10 @@ class EvaluatorConfig(_Strict):
     # is under 0.1% of the mean or the shape's budget of wall seconds is spent).
     max_calls: Annotated[int, msgspec.Meta(ge=3, le=1000)] = 100
     shape_budget_s: Positive = 5.0
+    # The rules on what the kernel may call (a torch matmul doing the task's work is rejected,
+    # statically and at run time). A campaign's goal is a custom kernel, so on by default;
+    # `evaluate` judges as a leaderboard does and leaves them off.
+    own_kernel: bool = True
 
 
 class Scenario(_Strict):
@@ -154,6 +160,9 @@ class Scenario(_Strict):
 
     def replay_path(self) -> Path:
         return Path(self.llm.replay_from).resolve()
+
+    def seed_path(self) -> Path:
+        return self.task_path() / (self.campaign.seed_file or "submission.py")
 
     def task_path(self) -> Path:
         task = Path(self.campaign.task)
@@ -205,11 +214,14 @@ def load_scenario(path: str | Path, overrides: list[str] = ()) -> Scenario:
     scenario = msgspec.structs.replace(scenario, source=str(path.resolve()))
     if not scenario.task_path().is_dir():
         raise ScenarioError(f"{path}: campaign.task: no problem folder at {scenario.task_path()}")
+    if not scenario.seed_path().is_file():
+        raise ScenarioError(f"{path}: campaign.seed_file: no seed kernel at {scenario.seed_path()}; name a file "
+                            "of the task folder, or leave it out to use the folder's submission.py")
     return scenario
 
 
 # What a resumed campaign may not change: its identity, its problem and who does the work.
-FIXED_ON_RESUME = ("campaign.name", "campaign.seed", "campaign.task", "evaluator.backend", "evaluator.device",
+FIXED_ON_RESUME = ("campaign.name", "campaign.seed", "campaign.task", "campaign.seed_file", "evaluator.own_kernel", "evaluator.backend", "evaluator.device",
                    "agents.brain")
 
 

@@ -61,14 +61,58 @@ class Outcome(enum.StrEnum):
     REJECTED_BY_RULE = "rejected_by_rule"
 
 
+Arg = int | float | bool | str  # one keyword argument of a task's generate_input
+
+
 class Shape(msgspec.Struct, frozen=True):
-    m: int
-    n: int
-    k: int
+    """One test or ranked benchmark: the keyword arguments a folder's ``generate_input`` takes.
+
+    A matrix-product folder's ``m, n, k`` keep fields of their own: every record written before
+    tasks became general holds exactly those, so old blackboards still read, and the GEMM timing
+    model reads them directly. Any other argument lives in ``args``, in the folder's order, as
+    (name, value) pairs (a tuple keeps the record hashable). ``seed`` is apart because the
+    evaluator mixes its secret seed into it.
+    """
+
+    m: int | None = None
+    n: int | None = None
+    k: int | None = None
     seed: int = 0
+    args: tuple[tuple[str, Arg], ...] = ()
+
+    @classmethod
+    def of(cls, kwargs: dict[str, Arg]) -> "Shape":
+        """From one ``tests:``/``benchmarks:`` entry of task.yml."""
+        rest = {k: v for k, v in kwargs.items() if k not in ("m", "n", "k", "seed")}
+        seed = kwargs.get("seed", 0)
+        return cls(m=kwargs.get("m"), n=kwargs.get("n"), k=kwargs.get("k"),
+                   seed=seed if isinstance(seed, int) else 0, args=tuple(rest.items()))
+
+    def kwargs(self) -> dict[str, Arg]:
+        """The keyword arguments for ``generate_input`` (seed included)."""
+        mnk = {name: v for name, v in (("m", self.m), ("n", self.n), ("k", self.k)) if v is not None}
+        return {**mnk, **dict(self.args), "seed": self.seed}
+
+    def is_mnk(self) -> bool:
+        """Exactly a matrix product's m, n, k (and seed)."""
+        return None not in (self.m, self.n, self.k) and not self.args
+
+    def work(self) -> int:
+        """A size proxy for ordering shapes (which test is the smallest): the product of the
+        positive integer arguments, seed apart."""
+        out = 1
+        for name, v in self.kwargs().items():
+            if name != "seed" and isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                out *= v
+        return out
+
+    def with_seed(self, seed: int) -> "Shape":
+        return msgspec.structs.replace(self, seed=seed)
 
     def label(self) -> str:
-        return f"{self.m}x{self.n}x{self.k}"
+        if self.is_mnk():
+            return f"{self.m}x{self.n}x{self.k}"
+        return " ".join(f"{name}={v}" for name, v in self.kwargs().items() if name != "seed")
 
 
 HOST_BOUND = 0.6  # share of a call's time spent in host work above which a shape counts as host-bound

@@ -1,6 +1,6 @@
 """The evaluator: task folders, static rules, the sandbox, and the simulated backend.
 
-Public surface (the agents' only way in): ``load_task``/``Task``/``TaskError``,
+Public surface (the agents' only way in): ``load_task``/``Task``/``TaskMeta``/``TaskError``,
 ``static_findings``/``RuleFinding``, ``SimulatedBackend``, ``speed_of_light_us``/``DEVICES``/
 ``DeviceSpec``, ``Launch`` (what launch capture records) and ``MODEL_VERSION``. Everything else lives
 in private modules. The evaluator depends on ``blackboard.records`` only, for its result Structs.
@@ -12,10 +12,10 @@ from evaluator._model import MODEL_VERSION
 from evaluator._rules import RuleFinding, static_findings
 from evaluator._sandbox import SandboxError
 from evaluator._simulated import SimulatedBackend
-from evaluator._task import Task, TaskError, geomean, load_task
+from evaluator._task import Task, TaskError, TaskMeta, geomean, load_task
 from evaluator._wire import Launch, TensorArg, TorchOp
 
 __all__ = [
     "DEVICES", "DeviceSpec", "Launch", "LocalBackend", "MODEL_VERSION", "RuleFinding", "SandboxError", "SimulatedBackend",
-    "Task", "TaskError", "TensorArg", "TorchOp", "geomean", "load_task", "speed_of_light_us", "static_findings",
+    "Task", "TaskError", "TaskMeta", "TensorArg", "TorchOp", "geomean", "load_task", "speed_of_light_us", "static_findings",
 ]

@@ -136,11 +136,12 @@ def _mm_flops(name: str, args: tuple) -> int:
     return 0
 
 
-def heavy_op_verdict(ops: list[TorchOp], shape) -> str | None:
+def heavy_op_verdict(ops: list[TorchOp], shape, flops: float | None) -> str | None:
     """The rejection when torch itself did a quarter or more of the task's multiply-adds (a
-    matmul fallback however it was spelled), else None."""
+    matmul fallback however it was spelled), else None; None too when the task's flops are
+    unknown."""
     heavy = sum(op.flops for op in ops)
-    if heavy < 0.25 * 2 * shape.m * shape.n * shape.k:
+    if not heavy or flops is None or heavy < 0.25 * flops:
         return None
     names = sorted({op.op for op in ops if op.flops})
     return (f"rule heavy_op_runtime: the task's matrix product ran in torch ({', '.join(names)}) on "

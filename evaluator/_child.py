@@ -9,8 +9,9 @@ space (CPU only: RLIMIT_AS would break CUDA), then:
    ``meta`` tensors, *before* the candidate's module exists, and drops the reference module from
    ``sys.modules`` so a plain ``import reference`` finds nothing;
 2. imports the candidate from ``submission.py`` in its directory;
-3. on each check shape runs ``custom_kernel`` on clones (output pre-filled with NaN) under the
-   Triton CPU interpreter, confirms the inputs were not written, and keeps the raw output bytes;
+3. on each check shape runs ``custom_kernel`` on clones (a declared output slot pre-filled with
+   NaN) under the Triton CPU interpreter, confirms the inputs were not written, and keeps the
+   output as plain values and raw bytes (``_values``);
 4. (evaluate only) calls ``custom_kernel`` on each ranked shape's meta inputs with launches
    captured instead of run (``_capture``);
 5. writes one msgpack ``ChildResult`` to ``.result`` and exits with ``os._exit``.
@@ -32,7 +33,9 @@ import msgspec
 
 from blackboard.records import Shape
 from evaluator._capture import capture_launches, heavy_op_verdict
-from evaluator._task import import_reference, import_submission, isolate_candidate, tensor_bytes
+from evaluator._rundir import generate_input, import_reference, import_submission, isolate_candidate
+from evaluator._task import task_flops
+from evaluator._values import clone_data, encode_output, modified_inputs, prefill_output
 from evaluator._wire import Capture, CheckOutput, ChildRequest, ChildResult, Launch, TorchOp
 
 RESULT_FILE = ".result"
@@ -104,54 +107,59 @@ def _classify(exc: BaseException, phase: str) -> ChildResult:
 
 def meta_inputs(ref, shape: Shape):
     """Ranked-shape inputs with layout and no data. A generator that cannot run on ``meta``
-    (``torch.Generator`` does not exist there) runs under FakeTensorMode instead, and its fake CPU
-    tensors are rebuilt as meta tensors with the same shapes, strides and dtypes."""
+    (one that computes on its data) runs under FakeTensorMode instead, and its fake CPU tensors
+    are rebuilt as meta tensors with the same shapes, strides and dtypes."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    kwargs = dict(m=shape.m, n=shape.n, k=shape.k, seed=shape.seed)
     try:
-        return ref.generate_input(**kwargs, device="meta")
+        return generate_input(ref, shape, "meta")
     except Exception:
         with FakeTensorMode():
-            fake = ref.generate_input(**kwargs, device="cpu")
-        return tuple(torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta") for t in fake)
+            fake = generate_input(ref, shape, "cpu")
+
+    def rebuild(x):
+        if isinstance(x, torch.Tensor):
+            return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
+        if isinstance(x, (tuple, list)):
+            return type(x)(rebuild(v) for v in x)
+        return x
+    return rebuild(fake)
 
 
-def _check_one(fn, shape: Shape, data: tuple, launches: list[Launch] | None = None) -> CheckOutput | ChildResult:
-    import torch
-
-    clones = tuple(t.clone() for t in data)
-    out_slot = clones[-1]  # GPU MODE tasks with a preallocated output pass it last
-    if out_slot.is_floating_point():
-        out_slot.fill_(float("nan"))  # stale or skipped writes cannot pass as zeros
+def _check_one(fn, shape: Shape, data, req: ChildRequest, launches: list[Launch] | None = None) -> CheckOutput | ChildResult:
+    clones = clone_data(data)
+    prefill_output(clones, req.meta)  # stale or skipped writes cannot pass as zeros
     ops: list[TorchOp] = []
     with capture_launches([] if launches is None else launches, ops, execute=True):
         out = fn(clones)
-    if type(out) is not torch.Tensor:
-        return ChildResult("crash", f"custom_kernel returned {type(out).__name__}, not a plain torch.Tensor, on {shape.label()}")
-    heavy = heavy_op_verdict(ops, shape)
+    value = encode_output(out)
+    if isinstance(value, str):
+        return ChildResult("crash", f"{value} on {shape.label()}")
+    heavy = heavy_op_verdict(ops, shape, task_flops(req.meta, shape)) if req.own_kernel else None
     if heavy:
         return ChildResult("rejected", heavy)
-    modified = [f"input {i}" for i in range(len(data) - 1)
-                if clones[i].shape != data[i].shape
-                or not torch.equal(tensor_bytes(clones[i]), tensor_bytes(data[i]))]
-    out = out.detach().contiguous()
-    return CheckOutput(shape=shape, dtype=str(out.dtype).removeprefix("torch."), dims=list(out.shape),
-                       data=tensor_bytes(out).numpy().tobytes(),
-                       inputs_modified=", ".join(modified) or None)
+    modified = modified_inputs(data, clones, req.meta, out)
+    return CheckOutput(shape=shape, value=value, inputs_modified=", ".join(modified) or None)
 
 
 def probe_index(shapes: list[Shape]) -> int:
     """The check shape that is probed on meta inputs and re-checked after capture: the largest, so
     that a cheat which launches fewer tiles shows in its grid."""
-    return max(range(len(shapes)), key=lambda i: (shapes[i].m * shapes[i].n * shapes[i].k, -i))
+    return max(range(len(shapes)), key=lambda i: (shapes[i].work(), -i))
 
 
 def recheck_index(shapes: list[Shape]) -> int:
     """The check shape run again after launch capture ("correct first, wrong later"): the smallest,
     which costs the interpreter least; any shape catches a kernel that changes its answers."""
-    return min(range(len(shapes)), key=lambda i: (shapes[i].m * shapes[i].n * shapes[i].k, i))
+    return min(range(len(shapes)), key=lambda i: (shapes[i].work(), i))
+
+
+def _no_meta_kernel(exc: BaseException) -> bool:
+    """A torch op that cannot run on meta tensors (no meta kernel, or ``.item()`` on one): the
+    call cannot be recorded, which is the model's limit, not the candidate's fault."""
+    text = str(exc).lower()
+    return "meta" in text and ("kernel" in text or "item()" in text or "meta tensors" in text)
 
 
 def _launch_plan(launches: list[Launch]) -> list[tuple]:
@@ -165,7 +173,7 @@ def _work(req: ChildRequest, workdir: Path) -> ChildResult:
     torch.set_num_threads(1)
     phase = "input generation"
     ref = import_reference(req.modules)
-    checks_in = [(s, ref.generate_input(m=s.m, n=s.n, k=s.k, seed=s.seed, device="cpu")) for s in req.check]
+    checks_in = [(s, generate_input(ref, s, "cpu")) for s in req.check]
     bench_in = [(s, meta_inputs(ref, s)) for s in req.bench]
     # The first check shape again on meta inputs: its recorded launches must match the real run's, or
     # the timing (recorded on meta) would be of work the checked run did not do.
@@ -183,16 +191,22 @@ def _work(req: ChildRequest, workdir: Path) -> ChildResult:
         real_launches: list[Launch] = []
         for i, (shape, data) in enumerate(checks_in):
             phase = f"the correctness run on {shape.label()}"
-            got = _check_one(fn, shape, data, real_launches if i == probe else None)
+            got = _check_one(fn, shape, data, req, real_launches if i == probe else None)
             if isinstance(got, ChildResult):
                 return got
             checks.append(got)
+        unrecordable = None  # why the calls cannot run on meta tensors: then nothing is timed
         if probe_in is not None:
             phase = f"launch capture on meta tensors ({req.check[probe].label()})"
             probed: list[Launch] = []
-            with capture_launches(probed, [], choose=lambda opts: 0):  # execute=True runs configs[0] too
-                fn(probe_in)
-            if _launch_plan(probed) != _launch_plan(real_launches):
+            try:
+                with capture_launches(probed, [], choose=lambda opts: 0):  # execute=True runs configs[0] too
+                    fn(probe_in)
+            except (NotImplementedError, RuntimeError) as exc:
+                if not _no_meta_kernel(exc):
+                    raise
+                unrecordable = f"{type(exc).__name__}: {_one_line(exc, 200)}"
+            if unrecordable is None and _launch_plan(probed) != _launch_plan(real_launches):
                 return ChildResult("rejected", f"rule meta_consistency: on {req.check[probe].label()} the launches recorded "
                                    f"on meta inputs ({len(probed)}: {_one_line(_launch_plan(probed), 160)}) differ from "
                                    f"the checked run's ({len(real_launches)}: {_one_line(_launch_plan(real_launches), 160)}); "
@@ -204,17 +218,26 @@ def _work(req: ChildRequest, workdir: Path) -> ChildResult:
 
             device = DEVICES[req.device]
             for shape, data in bench_in:
+                if unrecordable is not None:
+                    captures.append(Capture(shape=shape, untimed=unrecordable))
+                    continue
                 phase = f"launch capture on meta tensors ({shape.label()})"
                 launches: list[Launch] = []
                 ops: list[TorchOp] = []
-                with _platform(device), capture_launches(launches, ops, choose=lambda opts, s=shape: min(
-                        range(len(opts)), key=lambda i: launches_time_us(opts[i], s, device))):
-                    fn(data)
+                try:
+                    with _platform(device), capture_launches(launches, ops, choose=lambda opts, s=shape: min(
+                            range(len(opts)), key=lambda i: launches_time_us(opts[i], s, device))):
+                        fn(data)
+                except (NotImplementedError, RuntimeError) as exc:
+                    if not _no_meta_kernel(exc):
+                        raise
+                    captures.append(Capture(shape=shape, untimed=f"{type(exc).__name__}: {_one_line(exc, 200)}"))
+                    continue
                 captures.append(Capture(shape=shape, launches=launches, torch_ops=ops))
             if probe is not None:  # re-check after capture: correct during the checks, wrong later is caught
                 shape, data = checks_in[recheck_index(req.check)]
                 phase = f"the re-check on {shape.label()} after launch capture"
-                got = _check_one(fn, shape, data)
+                got = _check_one(fn, shape, data, req)
                 if isinstance(got, ChildResult):
                     return got
                 checks.append(got)

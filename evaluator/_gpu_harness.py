@@ -10,10 +10,12 @@ The protocol, per the public harness hardened against facts/evaluation-attacks.m
 - the reference module is loaded under a private name and removed from ``sys.modules`` before the
   candidate is imported; the candidate runs in its own temporary working directory, beside a copy
   of the task's ``task.py`` (submissions do ``from task import input_t``);
-- every test call and each ranked shape's warm-up call run under a torch dispatch recorder: a
-  candidate whose torch ops did a quarter of the multiply-adds is rejected (heavy_op_runtime);
-- tests: fresh inputs per shape, outputs pre-filled with NaN, inputs verified unchanged, the
-  verdict from the task's ``check_implementation`` on a pristine copy;
+- with the own-kernel policy (a campaign's), every test call and each ranked shape's warm-up call
+  run under a torch dispatch recorder: a candidate whose torch ops did a quarter of the task's
+  multiply-adds is rejected (heavy_op_runtime);
+- tests: fresh inputs per shape from the folder's ``generate_input`` (whatever its arguments), the
+  declared output slot pre-filled with NaN, inputs verified unchanged, the verdict from the
+  folder's own ``check_implementation`` on a pristine copy;
 - ranked shapes: one untimed warm-up call, then between ``min_calls`` and ``max_calls`` timed calls
   until the standard error is under ``rel_stderr`` of the mean or the shape's budget is spent;
   before every timed call fresh inputs (seed + 13 i), a NaN-filled output and an L2 flush (a write
@@ -36,7 +38,9 @@ import msgspec
 
 from evaluator._capture import heavy_op_verdict, torch_recorder
 from evaluator._lifetime import die_with_parent
-from evaluator._task import import_reference, import_submission, isolate_candidate, tensor_bytes
+from evaluator._rundir import generate_input, import_reference, import_submission, isolate_candidate
+from evaluator._task import check_failure, task_flops
+from evaluator._values import clone_data, modified_inputs, not_plain, prefill_output
 from evaluator._wire import GpuRequest, GpuResult, ShapeSamples
 
 
@@ -48,18 +52,18 @@ def _versions() -> dict[str, str]:
             "cuda": str(torch.version.cuda), "hip": str(torch.version.hip)}
 
 
-def _judge(out, data, pristine, shape, ref, when: str = "") -> str | None:
-    """The verdict on one call: a plain tensor, inputs untouched, output within tolerance."""
-    import torch
-
-    if type(out) is not torch.Tensor:
-        return f"custom_kernel returned {type(out).__name__}, not a plain torch.Tensor, on {shape.label()}{when}"
-    for i in range(len(pristine) - 1):
-        if not torch.equal(tensor_bytes(data[i]), tensor_bytes(pristine[i])):
-            return f"the kernel wrote to input {i} on {shape.label()}{when}"
-    ok, msg = ref.check_implementation(pristine, out)
-    if not ok:
-        return f"wrong output on {shape.label()} (seed {shape.seed}){when}: {' '.join(str(msg).split())[:300]}"
+def _judge(out, data, pristine, shape, ref, meta, when: str = "") -> str | None:
+    """The verdict on one call: plain values (no tensor subclass), inputs untouched, and the
+    folder's own check_implementation on a pristine copy of the inputs."""
+    why = not_plain(out)
+    if why:
+        return f"{why} on {shape.label()}{when}"
+    modified = modified_inputs(pristine, data, meta, out)
+    if modified:
+        return f"the kernel wrote to {modified[0]} on {shape.label()}{when}"
+    failed = check_failure(ref, pristine, out)
+    if failed:
+        return f"wrong output on {shape.label()} (seed {shape.seed}){when}: {failed}"
     return None
 
 
@@ -72,24 +76,27 @@ def _sync(device: str) -> None:
         __import__("torch").cuda.synchronize()
 
 
-def _call(fn, data, shape, ref, pristine, guard: bool = False, device: str = "cuda"):
+def _call(fn, data, shape, ref, pristine, meta, guard: bool = False, device: str = "cuda"):
     """Run the candidate once (untimed) and judge it; returns (output, reason or None). With
     ``guard`` the call runs under the torch recorder and a torch matmul fallback raises Rejected."""
     ops: list = []
     with torch_recorder(ops) if guard else contextlib.nullcontext():
         out = fn(data)
     _sync(device)
-    heavy = heavy_op_verdict(ops, shape) if guard else None
+    heavy = heavy_op_verdict(ops, shape, task_flops(meta, shape)) if guard else None
     if heavy:
         raise Rejected(heavy)
-    reason = _judge(out, data, pristine, shape, ref)
+    reason = _judge(out, data, pristine, shape, ref, meta)
     return (None, reason) if reason else (out, None)
 
 
-def _fresh(ref, shape, seed, device: str = "cuda"):
-    data = ref.generate_input(m=shape.m, n=shape.n, k=shape.k, seed=seed, device=device)
-    pristine = tuple(t.clone() for t in data)
-    data[-1].fill_(float("nan"))  # an unwritten or stale output can never pass
+def _fresh(ref, shape, seed, device: str = "cuda", meta=None):
+    """Fresh inputs from the folder's generate_input, a pristine copy for the verdict, and the
+    declared output slot NaN-filled (an unwritten or stale output can never pass)."""
+    data = generate_input(ref, shape.with_seed(seed), device)
+    pristine = clone_data(data)
+    if meta is not None:
+        prefill_output(data, meta)
     return data, pristine
 
 
@@ -105,8 +112,8 @@ def time_shape(fn, ref, shape, req: GpuRequest, flush, stop_on_failure: bool = T
     if cuda:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     failure = None
-    data, pristine = _fresh(ref, shape, shape.seed, req.device)
-    _, reason = _call(fn, data, shape, ref, pristine, guard=guard, device=req.device)  # warm-up, checked too
+    data, pristine = _fresh(ref, shape, shape.seed, req.device, req.meta)
+    _, reason = _call(fn, data, shape, ref, pristine, req.meta, guard=guard, device=req.device)  # warm-up, checked too
     if reason:
         if stop_on_failure:
             return None, reason
@@ -115,9 +122,9 @@ def time_shape(fn, ref, shape, req: GpuRequest, flush, stop_on_failure: bool = T
     began = time.perf_counter()
     for i in range(req.max_calls):
         if fresh:
-            data, pristine = _fresh(ref, shape, shape.seed + 13 * (i + 1), req.device)
+            data, pristine = _fresh(ref, shape, shape.seed + 13 * (i + 1), req.device, req.meta)
         else:
-            data[-1].fill_(float("nan"))
+            prefill_output(data, req.meta)
         if flush is not None:
             flush.zero_()
         _sync(req.device)
@@ -133,7 +140,7 @@ def time_shape(fn, ref, shape, req: GpuRequest, flush, stop_on_failure: bool = T
         calls.append((returned - t0) * 1e6)
         events.append(start.elapsed_time(end) * 1e3 if cuda else (t1 - t0) * 1e6)
         hosts.append((t1 - t0) * 1e6)
-        reason = _judge(out, data, pristine, shape, ref, f" during timing (call {i + 1})")
+        reason = _judge(out, data, pristine, shape, ref, req.meta, f" during timing (call {i + 1})")
         if reason and failure is None:
             failure = reason
             if stop_on_failure:
@@ -157,19 +164,20 @@ def run(req: GpuRequest) -> GpuResult:
     phase = "import"
     try:
         fn = ref.ref_kernel if req.time_reference else import_submission(req.source, Path.cwd())
+        guard = req.own_kernel and not req.time_reference  # the policy on what the kernel may call
         if fn is None:
             return GpuResult("compile_error", "submission defines no custom_kernel(data) function", device=device)
         for shape in req.tests:
             phase = f"test {shape.label()}"
-            data, pristine = _fresh(ref, shape, shape.seed, req.device)
-            _, reason = _call(fn, data, shape, ref, pristine, guard=not req.time_reference, device=req.device)
+            data, pristine = _fresh(ref, shape, shape.seed, req.device, req.meta)
+            _, reason = _call(fn, data, shape, ref, pristine, req.meta, guard=guard, device=req.device)
             if reason:
                 return GpuResult("wrong_output", reason, device=device, versions=versions)
         flush = torch.empty(req.l2_flush_bytes // 4, dtype=torch.float32, device="cuda") if req.device == "cuda" else None
         samples = []
         for shape in req.benchmarks:
             phase = f"ranked {shape.label()}"
-            timed, reason = time_shape(fn, ref, shape, req, flush, guard=not req.time_reference)
+            timed, reason = time_shape(fn, ref, shape, req, flush, guard=guard)
             if reason:
                 return GpuResult("wrong_output", reason, device=device, versions=versions)
             samples.append(timed)

@@ -27,10 +27,10 @@ import anyio
 import msgspec
 
 from blackboard.records import EvalReport, Outcome, Provenance, Shape, ShapeResult
-from evaluator._devices import DEVICES, l2_flush_bytes, speed_of_light_us
+from evaluator._devices import DEVICES, l2_flush_bytes
 from evaluator._rules import rule_verdict
 from evaluator._sandbox import scrubbed_env
-from evaluator._task import Task, geomean, mix_seed
+from evaluator._task import Task, mix_seed
 from evaluator._wire import GpuRequest, GpuResult
 
 _STATUS = {"compile_error": Outcome.COMPILE_ERROR, "crash": Outcome.CRASH, "oom": Outcome.OUT_OF_MEMORY,
@@ -81,9 +81,10 @@ class LocalBackend:
 
     def __init__(self, task: Task, timeout_s: float = 600.0, output_limit: int = 64_000,
                  max_calls: int = 100, shape_budget_s: float = 5.0, gpus: list[str] | None = None,
-                 device: str = "cuda"):
+                 device: str = "cuda", own_kernel: bool = False):
         """``device="cpu"`` runs the same processes and protocol on the CPU under Triton's
-        interpreter, timed by the host clock: every guarantee but the speed, for tests."""
+        interpreter, timed by the host clock: every guarantee but the speed, for tests.
+        ``own_kernel`` turns on the rules about what the kernel may call (a campaign's policy)."""
         if device not in ("cuda", "cpu"):
             raise ValueError(f"device must be 'cuda' or 'cpu', not {device!r}")
         self.task = task
@@ -92,6 +93,7 @@ class LocalBackend:
         self.output_limit = output_limit
         self.max_calls = max_calls
         self.shape_budget_s = shape_budget_s
+        self.own_kernel = own_kernel
         self.gpus = gpus if gpus is not None else (["cpu"] if device == "cpu" else _gpu_ids())
         if not self.gpus:
             raise RuntimeError("the local backend found no GPU (nvidia-smi and torch see none); "
@@ -118,7 +120,7 @@ class LocalBackend:
             compile(source, "submission.py", "exec")
         except SyntaxError as exc:
             return self._report(Outcome.COMPILE_ERROR, f"syntax error at line {exc.lineno}: {exc.msg}", 0, 0)
-        rejected = rule_verdict(source)
+        rejected = rule_verdict(source, own_kernel=self.own_kernel)
         if rejected:
             return self._report(Outcome.REJECTED_BY_RULE, rejected, 0, 0)
         return self._report(Outcome.PASSED, "static rules and syntax clean", 0, 0)
@@ -128,7 +130,7 @@ class LocalBackend:
         return self._evaluate_on(self.gpus[0], "", 0, 0, reference=True)
 
     async def evaluate(self, source: str, *, submission_id: int, secret_seed: int) -> EvalReport:
-        rejected = rule_verdict(source)
+        rejected = rule_verdict(source, own_kernel=self.own_kernel)
         if rejected:
             return self._report(Outcome.REJECTED_BY_RULE, rejected, submission_id, secret_seed)
         async with self._slots:
@@ -143,13 +145,14 @@ class LocalBackend:
     def _evaluate_on(self, gpu: str, source: str, submission_id: int, secret_seed: int,
                      reference: bool = False) -> EvalReport:
         def mixed(s: Shape) -> Shape:
-            return Shape(s.m, s.n, s.k, mix_seed(s.seed, secret_seed))
+            return s.with_seed(mix_seed(s.seed, secret_seed))
 
         req = GpuRequest(source=source, modules=self.task.modules,
                          tests=[mixed(s) for s in self.task.tests],
                          benchmarks=[mixed(s) for s in self.task.benchmarks], max_calls=self.max_calls,
                          shape_budget_s=self.shape_budget_s, time_reference=reference,
-                         l2_flush_bytes=l2_flush_bytes(self.spec), device=self.device)
+                         l2_flush_bytes=l2_flush_bytes(self.spec), device=self.device, meta=self.task.meta,
+                         own_kernel=self.own_kernel and not reference)
         token = secrets.token_hex(16).encode()
         workdir = tempfile.mkdtemp(prefix="ks-gpu-")
         env = scrubbed_env()
@@ -211,19 +214,20 @@ class LocalBackend:
     def _timed(self, result: GpuResult, submission_id: int, secret_seed: int, wall: float) -> EvalReport:
         shapes = []
         for s in result.samples:
-            sol = speed_of_light_us(s.shape, self.spec)
+            sol = self.task.speed_of_light_us(s.shape, self.spec)
             event = sum(s.event_us) / len(s.event_us)
             host = sorted(s.host_us)[len(s.host_us) // 2]
             flagged = None
             time_us = event
             if host > _HOST_SLACK * sorted(s.event_us)[len(s.event_us) // 2] + _HOST_SLACK_US:
                 flagged, time_us = "device events disagree with the host clock; host time used", sum(s.host_us) / len(s.host_us)
-            if time_us < sol:
+            if sol is not None and time_us < sol:
                 flagged, time_us = f"faster than the speed of light ({sol:.1f} us); floored", sol
             host_work = round(sum(s.call_us) / len(s.call_us), 3) if s.call_us else None
-            shapes.append(ShapeResult(shape=s.shape, passed=True, time_us=round(time_us, 3), sol_us=round(sol, 3),
-                                      flagged=flagged, host_us=host_work))
-        score = geomean([x.time_us for x in shapes])
+            shapes.append(ShapeResult(shape=s.shape, passed=True, time_us=round(time_us, 3),
+                                      sol_us=None if sol is None else round(sol, 3), flagged=flagged,
+                                      host_us=host_work))
+        score = self.task.score([x.time_us for x in shapes])
         calls = sum(len(s.event_us) for s in result.samples)
         return self._report(Outcome.PASSED, f"passed {len(self.task.tests)} tests and {len(shapes)} ranked "
                             f"shapes ({calls} timed calls, each re-checked)", submission_id, secret_seed,

@@ -1,4 +1,5 @@
-"""An analytic timing model of the FP8 block-scaled GEMM's launches on MI300X (and Hopper).
+"""An analytic timing model of Triton launches on MI300X (and Hopper), built for the FP8 block-scaled
+GEMM, with a roofline for launches that do no matrix work.
 
 What it is for: ranking candidate kernels plausibly when no GPU is at hand. It turns each captured
 launch (``_wire.Launch``) into a time. It is not fitted to measurements; scripts/calibrate_model.py
@@ -26,8 +27,12 @@ task's (m, n, k):
   bytes come from HBM, re-reads from the Infinity Cache on MI300X;
 - overlap of loads and compute by num_stages; split-K's fp32 partial traffic (atomics at a quarter
   of L2 bandwidth); matrix_instr_nonkdim, kpack and waves_per_eu as small effects; ~4 us per launch.
-Other launches, and torch work recorded during capture, are memory-bound: bytes over effective HBM
-bandwidth plus a launch; recorded matmuls run at 0.7 of their dtype's BLAS rate.
+Other launches (a GEMM's pre-passes, and every kernel of a task that is not a matrix product:
+elementwise, reductions, stencils) get a roofline: their tensors' bytes over effective HBM
+bandwidth, scaled down when too few warps are resident to saturate it, plus a latency per round of
+programs and a launch (``memory_time_us``). Torch work recorded during capture is memory-bound too;
+recorded matmuls run at 0.7 of their dtype's BLAS rate. A ``tl.dot`` launch on a task whose shapes
+are not m, n, k cannot be modelled, and the report says so (``ModelUnsupported``).
 
 What it ignores: clocks and power, LDS bank conflicts beyond the transpose term, instruction
 scheduling, TLB effects, the real dispatch order of the hardware, any code inside the K loop other
@@ -65,6 +70,11 @@ _HOPPER_PRECISE = 0.5  # load/compute overlap by num_stages; 3 and more: 0.9
 
 class ModelInfeasible(Exception):
     """The launch could not run on the device (e.g. it needs more LDS than a CU has)."""
+
+
+class ModelUnsupported(Exception):
+    """The model cannot time this launch (a ``tl.dot`` kernel on a task that is not a matrix
+    product of m, n, k: there are no tiles to count). Said plainly instead of invented."""
 
 
 class LaunchTime(msgspec.Struct, frozen=True):
@@ -253,20 +263,47 @@ def gemm_time_us(launch: Launch, shape: Shape, dev: DeviceSpec) -> LaunchTime:
 def is_vector_gemm(launch: Launch, shape: Shape) -> bool:
     """A launch without ``tl.dot`` that still takes both operands and the output is doing the
     matrix product on the vector units (e.g. ``tl.sum`` of a broadcast product)."""
+    if not shape.is_mnk():
+        return False
     sizes = {math.prod(t.shape) for t in launch.tensors}
     return {shape.m * shape.k, shape.n * shape.k, shape.m * shape.n} <= sizes
 
 
 def launch_time_us(launch: Launch, shape: Shape, dev: DeviceSpec) -> LaunchTime:
     if launch.has_dot:
+        if not shape.is_mnk():
+            raise ModelUnsupported(f"kernel {launch.kernel} uses tl.dot, but the task's shape ({shape.label()}) is "
+                                   "not a matrix product's m, n, k: the model cannot count its tiles")
         return gemm_time_us(launch, shape, dev)
     moved = sum(t.nbytes for t in launch.tensors)
     if is_vector_gemm(launch, shape):
         t = 2 * shape.m * shape.n * shape.k / (dev.vector_fp32_tflops * 1e6 * 0.5) + dev.launch_us
         return LaunchTime(kernel=launch.kernel, kind="vector-gemm", time_us=t + moved / (dev.hbm_tbps * 1e6 * _HBM_EFF),
                           detail="matrix product without tl.dot: vector fp32 rate")
-    return LaunchTime(kernel=launch.kernel, kind="memory",
-                      time_us=moved / (dev.hbm_tbps * 1e6 * _HBM_EFF) + dev.launch_us, detail=f"{moved} bytes")
+    return memory_time_us(launch, moved, dev)
+
+
+# The roofline for launches without matrix work (elementwise, reductions, stencils). Estimates:
+_SATURATING_WARPS = 16  # resident warps per SM/CU that keep enough loads in flight for full bandwidth
+_ROUND_US = 0.6  # one round of programs over the device: a program's load latency and start-up
+
+
+def memory_time_us(launch: Launch, moved: int, dev: DeviceSpec) -> LaunchTime:
+    """A memory-bound launch: its tensor arguments' bytes (each read or written once; a kernel
+    that re-reads through the cache gets it for free, one that touches only part of a tensor
+    pays for all of it) over HBM bandwidth, scaled down when too few warps are resident to
+    saturate it, plus a latency per round of programs and the launch itself. Blocks too small
+    pay in rounds, grids too small in bandwidth: what block-size and warp choices trade."""
+    programs = max(1, launch.grid[0] * launch.grid[1] * launch.grid[2])
+    warps = max(1, launch.num_warps)
+    per_unit = max(1, min(dev.max_waves_per_unit // warps, 32))
+    rounds = math.ceil(programs / (dev.units * per_unit))
+    resident_warps = min(programs, dev.units * per_unit) * warps / dev.units
+    share = min(1.0, resident_warps / _SATURATING_WARPS)
+    t = moved / (dev.hbm_tbps * 1e6 * _HBM_EFF * share) + rounds * _ROUND_US + dev.launch_us
+    return LaunchTime(kernel=launch.kernel, kind="memory", time_us=t,
+                      detail=f"{moved} bytes, {programs} programs x {warps} warps, {rounds} rounds, "
+                      f"bandwidth share {share:.2f}")
 
 
 def torch_op_time_us(op: TorchOp, dev: DeviceSpec) -> LaunchTime:
@@ -286,13 +323,14 @@ def launches_time_us(launches: list[Launch], shape: Shape, dev: DeviceSpec) -> f
     """Total time of a list of launches (used to pick autotune configs); infeasible ones: inf."""
     try:
         return sum(launch_time_us(x, shape, dev).time_us for x in launches)
-    except ModelInfeasible:
+    except (ModelInfeasible, ModelUnsupported):
         return math.inf
 
 
 def capture_time_us(capture: Capture, dev: DeviceSpec) -> tuple[float, list[LaunchTime]]:
     """One shape's modelled time: every launch and every recorded torch op, in sequence.
-    Raises ModelInfeasible when a launch could not run on the device."""
+    Raises ModelInfeasible when a launch could not run on the device, ModelUnsupported when the
+    model cannot time it."""
     parts = [launch_time_us(x, capture.shape, dev) for x in capture.launches]
     parts += [torch_op_time_us(op, dev) for op in capture.torch_ops]
     return sum(p.time_us for p in parts), parts

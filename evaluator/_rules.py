@@ -5,6 +5,12 @@ aliases resolved (``import os as o; o.environ`` is still ``os.environ``), not a 
 comments and strings do not trip it and ordinary Triton code (``tl.dot``, ``.contiguous()``,
 ``torch.empty``, ``triton.cdiv``) passes. Static rules are a first gate, not a proof: the sandbox,
 the out-of-process verdict and the runtime heavy-op check stand behind them.
+
+Two kinds of rule. Most protect the evaluator itself (introspection, file writes, patched timers,
+forged channels, native code, the harness's modules): they always apply, on every task. The rules
+in ``POLICY_RULES`` say instead what the kernel may *call* (a torch matrix product): a leaderboard
+accepts a torch solution (it is only slow), so ``evaluate`` leaves them off by default, and a
+campaign whose goal is a custom kernel turns them on (``own_kernel``).
 """
 
 from __future__ import annotations
@@ -180,6 +186,8 @@ class _Walker(ast.NodeVisitor):
     def _patched(self, target: ast.AST, node: ast.AST) -> None:
         if isinstance(target, ast.Attribute):
             name = self.dotted(target) or ""
+            if _stricter_backend_flag(name, node):
+                return
             if name.startswith(_TIMER_ROOTS) or target.attr in ("elapsed_time", "synchronize", "perf_counter", "time"):
                 self.add("timer_patch", node, f"assigns {name or target.attr}: timers and synchronisation may not be patched")
             elif name.startswith(("torch.", "triton.", "os.", "sys.", "builtins.")):
@@ -199,15 +207,32 @@ class _Walker(ast.NodeVisitor):
                  "results; keep it only for compiled configs", "warn")
 
 
-def static_findings(source: str) -> list[RuleFinding]:
-    """All rule findings for a submission's source, in line order. Unparseable source gives none
-    (the sandbox reports the syntax error as a compile error, with its line)."""
-    return list(_findings(source))
+POLICY_RULES = frozenset({"heavy_op"})  # what the kernel may call: on only with own_kernel
 
 
-def rule_verdict(source: str) -> str | None:
+def _stricter_backend_flag(name: str, node: ast.AST) -> bool:
+    """``torch.backends.cudnn.allow_tf32 = False``, ``...deterministic = True``, ``...benchmark =
+    False``: flags that only make torch's own arithmetic more precise or repeatable (a public
+    folder's seed sets them). The other way round could lower the precision of a reference that
+    runs in the same process, so only the strict value passes."""
+    value = getattr(node, "value", None)
+    if not name.startswith("torch.backends.") or not isinstance(value, ast.Constant):
+        return False
+    flag = name.rsplit(".", 1)[-1]
+    strict = True if flag == "deterministic" else (False if flag == "benchmark" or flag.startswith("allow_") else None)
+    return strict is not None and value.value is strict
+
+
+def static_findings(source: str, *, own_kernel: bool = True) -> list[RuleFinding]:
+    """All rule findings for a submission's source, in line order; the policy rules only with
+    ``own_kernel``. Unparseable source gives none (the sandbox reports the syntax error as a
+    compile error, with its line)."""
+    return [f for f in _findings(source) if own_kernel or f.rule not in POLICY_RULES]
+
+
+def rule_verdict(source: str, *, own_kernel: bool = True) -> str | None:
     """The reason a submission is rejected before it runs ("rule X (line N): detail"), or None."""
-    rejects = [f for f in _findings(source) if f.severity == "reject"]
+    rejects = [f for f in static_findings(source, own_kernel=own_kernel) if f.severity == "reject"]
     if not rejects:
         return None
     f = rejects[0]

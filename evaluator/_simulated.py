@@ -24,11 +24,13 @@ import numpy as np
 
 from blackboard.records import EvalReport, Outcome, Provenance, Shape, ShapeResult
 from evaluator._child import recheck_index
-from evaluator._devices import DEVICES, speed_of_light_us
-from evaluator._model import MODEL_VERSION, ModelInfeasible, is_vector_gemm, capture_time_us
+from evaluator._devices import DEVICES
+from evaluator._model import MODEL_VERSION, ModelInfeasible, ModelUnsupported, is_vector_gemm, capture_time_us
 from evaluator._rules import rule_verdict
 from evaluator._sandbox import ForkServer, JobOutcome
-from evaluator._task import Task, geomean, import_reference, mix_seed
+from evaluator._rundir import generate_input, import_reference
+from evaluator._task import Task, check_failure, mix_seed, task_flops
+from evaluator._values import decode_output
 from evaluator._wire import CheckOutput, ChildRequest, ChildResult
 
 _result_decoder = msgspec.msgpack.Decoder(ChildResult)
@@ -45,6 +47,7 @@ _SHAPE_SETUP_S = 0.5
 _CALL_OVERHEAD_S = 2e-4
 _REF_TFLOPS = 80.0
 _TIMEOUT_PHASE_S = 180.0
+_MEAN = {"geom": "geomean", "mean": "mean", "last": "last-shape time"}
 
 
 def _versions() -> dict[str, str]:
@@ -76,7 +79,9 @@ class SimulatedBackend:
     simulated = True
 
     def __init__(self, task: Task, device: str = "mi300x", noise: float = 0.02, timeout_s: float = 30.0,
-                 output_limit: int = 64_000, mem_limit_mb: int = 4096) -> None:
+                 output_limit: int = 64_000, mem_limit_mb: int = 4096, own_kernel: bool = False) -> None:
+        """``own_kernel`` turns on the rules about what the kernel may call (a torch matmul doing
+        the task's work is rejected): a campaign's policy; ``evaluate`` leaves it off."""
         if device not in DEVICES:
             raise ValueError(f"unknown device {device!r}; known: {', '.join(DEVICES)}")
         self.task = task
@@ -86,6 +91,7 @@ class SimulatedBackend:
         self.timeout_s = timeout_s
         self.output_limit = output_limit
         self.mem_limit_mb = mem_limit_mb
+        self.own_kernel = own_kernel
         self._server = ForkServer()
         self._reference = None
         self._versions = _versions()
@@ -128,17 +134,25 @@ class SimulatedBackend:
             data = meta_inputs(self._reference, s)
             launches: list[Launch] = []
             ops: list[TorchOp] = []
-            with capture_launches(launches, ops):
-                self._reference.ref_kernel(data)
+            try:
+                with capture_launches(launches, ops):
+                    self._reference.ref_kernel(data)
+            except Exception as exc:  # e.g. a torch op without a meta kernel: no time invented
+                return EvalReport(outcome=Outcome.PASSED, reason=f"the task's reference, not timed: on {s.label()} it "
+                                  f"cannot be recorded on meta tensors ({' '.join(str(exc).split())[:200]})",
+                                  provenance=self._provenance(0, 0, notes="reference implementation, no sandbox"))
             t, _ = capture_time_us(Capture(shape=s, launches=launches, torch_ops=ops), self.device)
-            shapes.append(ShapeResult(shape=s, passed=True, time_us=round(t, 4),
-                                      sol_us=round(speed_of_light_us(s, self.device), 4)))
-        score = geomean([r.time_us for r in shapes])
-        return EvalReport(outcome=Outcome.PASSED, reason=f"the task's reference, modelled geomean {score:.2f} us",
+            shapes.append(ShapeResult(shape=s, passed=True, time_us=round(t, 4), sol_us=self._sol(s)))
+        score = self.task.score([r.time_us for r in shapes])
+        return EvalReport(outcome=Outcome.PASSED, reason=f"the task's reference, modelled {score:.2f} us",
                           provenance=self._provenance(0, 0, notes="reference implementation, no sandbox"),
                           score_us=round(score, 4), shapes=shapes)
 
     # -- the work --------------------------------------------------------------------------------
+    def _sol(self, shape: Shape) -> float | None:
+        sol = self.task.speed_of_light_us(shape, self.device)
+        return None if sol is None else round(sol, 4)
+
     def _provenance(self, submission_id: int, secret_seed: int, notes: str = "") -> Provenance:
         return Provenance(backend=self.name, simulated=True, device=self.device_name,
                           timing_method="analytic model", versions=self._versions,
@@ -151,7 +165,7 @@ class SimulatedBackend:
 
     def _run(self, mode: str, source: str, submission_id: int, secret_seed: int) -> EvalReport:
         prov = self._provenance(submission_id, secret_seed)
-        rejected = rule_verdict(source)
+        rejected = rule_verdict(source, own_kernel=self.own_kernel)
         if rejected:
             return self._report(mode, Outcome.REJECTED_BY_RULE, rejected, prov, [], 0.0)
         request = self._request(mode, source, secret_seed)
@@ -180,11 +194,12 @@ class SimulatedBackend:
         return self._timed(result, prov, checks, submission_id, secret_seed)
 
     def _request(self, mode: str, source: str, secret_seed: int) -> ChildRequest:
-        shapes = self.task.check_shapes if mode == "evaluate" else [min(self.task.check_shapes, key=lambda s: s.m * s.n * s.k)]
-        checks = [Shape(s.m, s.n, s.k, mix_seed(s.seed, secret_seed)) for s in shapes]
+        shapes = self.task.check_shapes if mode == "evaluate" else [min(self.task.check_shapes, key=lambda s: s.work())]
+        checks = [s.with_seed(mix_seed(s.seed, secret_seed)) for s in shapes]
         return ChildRequest(mode=mode, source=source, task_dir=self.task.path, modules=self.task.modules,
                             check=checks, bench=self.task.benchmarks if mode == "evaluate" else [],
-                            device=self.device.name, mem_limit_mb=self.mem_limit_mb)
+                            device=self.device.name, mem_limit_mb=self.mem_limit_mb, meta=self.task.meta,
+                            own_kernel=self.own_kernel)
 
     def _failure(self, job: JobOutcome) -> tuple[Outcome, str] | None:
         fin = job.finished
@@ -204,9 +219,8 @@ class SimulatedBackend:
         return None
 
     def _judge(self, outputs: list[CheckOutput], expected_shapes: list[Shape]) -> str | None:
-        """The verdict, computed here from pristine inputs. Returns a reason, or None if all pass."""
-        import torch
-
+        """The verdict, computed here from pristine inputs by the folder's own
+        check_implementation. Returns a reason (with the folder's message), or None if all pass."""
         if self._reference is None:
             self._reference = import_reference(self.task.modules)
         ref = self._reference
@@ -219,18 +233,13 @@ class SimulatedBackend:
                 where += " on the re-check after launch capture"
             if out.inputs_modified:
                 return f"wrong output {where}: the kernel wrote to its inputs ({out.inputs_modified})"
-            dtype = getattr(torch, out.dtype, None)
-            if not isinstance(dtype, torch.dtype):
-                return f"wrong output {where}: unknown dtype {out.dtype!r}"
             try:
-                tensor = torch.frombuffer(bytearray(out.data), dtype=torch.uint8).view(dtype).reshape(out.dims)
-            except (RuntimeError, ValueError) as exc:
-                return f"wrong output {where}: output bytes do not form a {out.dtype} {out.dims} tensor ({exc})"
-            data = ref.generate_input(m=s.m, n=s.n, k=s.k, seed=s.seed, device="cpu")
-            got = ref.check_implementation(data, tensor)
-            ok, msg = got if isinstance(got, tuple) else (bool(got), "")
-            if not ok:
-                return f"wrong output {where}: {' '.join(str(msg).split())[:400]}"
+                output = decode_output(out.value)
+            except ValueError as exc:
+                return f"wrong output {where}: {exc}"
+            failed = check_failure(ref, generate_input(ref, s, "cpu"), output)
+            if failed:
+                return f"wrong output {where}: {failed}"
         return None
 
     def _timed(self, result: ChildResult, prov: Provenance, checks: list[Shape], submission_id: int,
@@ -239,26 +248,39 @@ class SimulatedBackend:
         service_s = _SERVICE_START_S + _COMPILE_S + _TEST_S * len(self.task.tests)
         for cap in result.captures:
             s = cap.shape
-            has_matrix_work = (any(x.has_dot or is_vector_gemm(x, s) for x in cap.launches)
-                               or any(op.flops for op in cap.torch_ops))
-            if not has_matrix_work:
-                return self._report("evaluate", Outcome.CRASH, f"on ranked shape {s.label()} the call launched no matrix "
-                                    "work during launch capture (meta-device inputs); it cannot be timed",
+            if cap.untimed:  # correct, but the call cannot run on meta tensors: no time invented
+                return self._report("evaluate", Outcome.PASSED, f"passed {len(checks)} check shapes on the CPU "
+                                    f"interpreter; not timed: on ranked shape {s.label()} the call cannot be recorded "
+                                    f"on meta tensors ({cap.untimed})", prov, checks, service_s)
+            if s.is_mnk() and task_flops(self.task.meta, s):  # a matrix product: the work must show
+                has_work = (any(x.has_dot or is_vector_gemm(x, s) for x in cap.launches)
+                            or any(op.flops for op in cap.torch_ops))
+                missing = "no matrix work"
+            else:
+                has_work, missing = bool(cap.launches or cap.torch_ops), "nothing"
+            if not has_work:
+                return self._report("evaluate", Outcome.CRASH, f"on ranked shape {s.label()} the call launched {missing} "
+                                    "during launch capture (meta-device inputs); it cannot be timed",
                                     prov, checks, self._failed_duration(Outcome.CRASH))
             try:
                 t, _parts = capture_time_us(cap, self.device)
             except ModelInfeasible as exc:
                 return self._report("evaluate", Outcome.COMPILE_ERROR, f"on ranked shape {s.label()}: {exc}",
                                     prov, checks, _SERVICE_START_S + _COMPILE_S)
+            except ModelUnsupported as exc:  # correct, but we will not invent a time
+                return self._report("evaluate", Outcome.PASSED, f"passed {len(checks)} check shapes on the CPU "
+                                    f"interpreter; not timed: on ranked shape {s.label()}: {exc}", prov, checks,
+                                    service_s)
             t *= _noise(self.noise, secret_seed, submission_id, s)
-            sol = speed_of_light_us(s, self.device)
-            flag = f"faster than speed of light ({t:.2f} < {sol:.2f} us)" if t < sol else None
-            shapes.append(ShapeResult(shape=s, passed=True, time_us=round(t, 4), sol_us=round(sol, 4), flagged=flag))
-            ref_s = 2 * s.m * s.n * s.k / (_REF_TFLOPS * 1e12)
+            sol = self._sol(s)
+            flag = f"faster than speed of light ({t:.2f} < {sol:.2f} us)" if sol is not None and t < sol else None
+            shapes.append(ShapeResult(shape=s, passed=True, time_us=round(t, 4), sol_us=sol, flagged=flag))
+            ref_s = (task_flops(self.task.meta, s) or 0.0) / (_REF_TFLOPS * 1e12)
             service_s += 2 * (_SHAPE_SETUP_S + 100 * (t * 1e-6 + ref_s + _CALL_OVERHEAD_S))
-        score = geomean([r.time_us for r in shapes])
+        score = self.task.score([r.time_us for r in shapes])
         flagged = sum(1 for r in shapes if r.flagged)
-        reason = f"passed {len(checks)} check shapes on the CPU interpreter; modelled geomean {score:.2f} us"
+        reason = (f"passed {len(checks)} check shapes on the CPU interpreter; modelled {_MEAN[self.task.ranking_by]} "
+                  f"{score:.2f} us")
         if flagged:
             reason += f"; {flagged} shape(s) flagged faster than speed of light"
         return self._report("evaluate", Outcome.PASSED, reason, prov, checks, service_s,

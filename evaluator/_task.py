@@ -2,28 +2,38 @@
 
 A folder holds ``task.yml`` (files to assemble, tests, benchmarks, ranking), ``reference.py``
 (``generate_input``, ``ref_kernel``, ``check_implementation``), ``task.py`` (type aliases) and
-usually a shared ``../utils.py``. We read the yml into Structs (decoding is validation) but do not
-forbid unknown fields: the format belongs to someone else and grows keys we do not use.
+usually shared helpers from its parent (``../utils.py``, ``../eval.py``). We read the yml into
+Structs (decoding is validation) but do not forbid unknown fields: the format belongs to someone
+else and grows keys we do not use.
 
-``check_shapes`` are scaled-down stand-ins for the tests that the Triton CPU interpreter can run in
-a fraction of a second. They keep the tests' edge cases (n % 128 == 64, m not a multiple of 64,
-a single K block, several K blocks) and drop the sizes; the CPU verdict is a pre-screen, a real
-GPU's verdict is the one that counts (facts/stack-notes.md).
+The folder decides everything about its problem: a test is whatever keyword arguments its
+``generate_input`` takes (``Shape``); the helper modules are the ``files:`` list's, served under
+their run-directory names while the reference loads; correctness is its own
+``check_implementation`` (``check_failure``); ``ranking_by`` picks the score's mean. What only a
+matrix product has (scaled-down check shapes, a speed of light, the heavy-op rule's flop count) is
+optional metadata under a ``kernel_scientist:`` key of task.yml (``TaskMeta``); a folder without it
+gets sensible defaults: the CPU checks use its smallest tests, and no speed of light is claimed.
+
+``check_shapes`` for a GEMM folder (``check: scaled-gemm``) are scaled-down stand-ins for the tests
+that the Triton CPU interpreter can run in a fraction of a second. They keep the tests' edge cases
+(n % 128 == 64, m not a multiple of 64, a single K block, several K blocks) and drop the sizes; the
+CPU verdict is a pre-screen, a real GPU's verdict is the one that counts (facts/stack-notes.md).
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
-import importlib.util
 import math
-import shutil
-import sys
-import types
 from pathlib import Path
+from typing import Literal
 
 import msgspec
 
-from blackboard.records import Shape
+from blackboard.records import Arg, Shape
+from evaluator._rundir import (  # noqa: F401  (re-exported: scripts import them from here)
+    generate_input, import_reference, import_submission, isolate_candidate,
+)
 
 
 class TaskError(Exception):
@@ -35,13 +45,34 @@ class _FileEntry(msgspec.Struct, frozen=True):
     source: str
 
 
+class TaskMeta(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """Our optional metadata for a folder (task.yml key ``kernel_scientist:``). Ours, so strict.
+
+    ``flops``/``bytes`` are arithmetic over generate_input's arguments (``2*m*n*k``,
+    ``4*size + 4``): the task's useful work and compulsory traffic. With both, a speed of light
+    is computed at the ``peak`` rate; without them none is claimed. ``output`` is the position of
+    a preallocated output in the input tuple (NaN-filled before every call, so a skipped write
+    cannot pass as the generator's zeros). ``gemm``: the techniques for matrix products apply and
+    a torch matmul doing a quarter of ``flops`` is the reference's work, not the kernel's.
+    """
+
+    flops: str = ""
+    bytes: str = ""
+    peak: Literal["fp8", "bf16", "fp32_matrix", "fp32"] = "fp32"
+    output: int | None = None
+    gemm: bool = False
+    # CPU check shapes: the smallest tests, the GEMM tests scaled down, or an explicit list.
+    check: Literal["smallest", "scaled-gemm"] | list[dict[str, Arg]] = "smallest"
+
+
 class _TaskYml(msgspec.Struct, frozen=True):
     files: list[_FileEntry] = []
     lang: str = "py"
     description: str = ""
-    tests: list[dict[str, int]] = []
-    benchmarks: list[dict[str, int]] = []
-    ranking_by: str = "geom"
+    tests: list[dict[str, Arg]] = []
+    benchmarks: list[dict[str, Arg]] = []
+    ranking_by: Literal["geom", "mean", "last"] = "geom"
+    kernel_scientist: TaskMeta = TaskMeta()
 
 
 class Task(msgspec.Struct, frozen=True):
@@ -53,14 +84,118 @@ class Task(msgspec.Struct, frozen=True):
     ranking_by: str
     check_shapes: list[Shape]
     seed_source: str | None = None
-    modules: dict[str, str] = {}  # import name -> file, for reference.py's own imports (task, utils)
+    # run-directory name without ".py" -> file, as the files: list assembles them (task, utils,
+    # reference, eval...): what reference.py's own imports find.
+    modules: dict[str, str] = {}
+    meta: TaskMeta = TaskMeta()
+    reference_source: str = ""  # reference.py, for the language-model brains' prompts
+
+    def flops(self, shape: Shape) -> float | None:
+        return task_flops(self.meta, shape)
+
+    def kernels(self) -> Literal["gemm", "any"]:
+        """Which technique catalogue fits the task's kernels: "gemm" when it declares itself a
+        matrix product or every test is exactly m, n, k (the convention of GEMM folders), else
+        "any" (techniques that work on any Triton kernel)."""
+        return "gemm" if self.meta.gemm or all(t.is_mnk() for t in self.tests) else "any"
+
+    def min_bytes(self, shape: Shape) -> float | None:
+        return arith(self.meta.bytes, shape.kwargs()) if self.meta.bytes else None
+
+    def speed_of_light_us(self, shape: Shape, dev) -> float | None:
+        """max(declared flops / the declared peak, declared bytes / HBM bandwidth) on ``dev``;
+        None when the task declares neither (no roofline is claimed for it)."""
+        terms = []
+        if self.meta.flops:
+            peak = {"fp8": dev.fp8_tflops, "bf16": dev.bf16_tflops, "fp32_matrix": dev.fp32_matrix_tflops,
+                    "fp32": dev.vector_fp32_tflops}[self.meta.peak]
+            terms.append(arith(self.meta.flops, shape.kwargs()) / (peak * 1e6))
+        if self.meta.bytes:
+            terms.append(arith(self.meta.bytes, shape.kwargs()) / (dev.hbm_tbps * 1e6))
+        return max(terms) if terms else None
+
+    def score(self, times_us: list[float]) -> float:
+        """The ranked shapes' times reduced as the folder's ``ranking_by`` says."""
+        if self.ranking_by == "mean":
+            return sum(times_us) / len(times_us)
+        if self.ranking_by == "last":
+            return times_us[-1]
+        return geomean(times_us)
 
 
-def _shape(entry: dict[str, int], where: str) -> Shape:
+_BINOPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+           ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
+           ast.Pow: lambda a, b: a ** b}
+_FUNCS = {"ceil": math.ceil, "floor": math.floor, "min": min, "max": max, "log2": math.log2}
+
+
+def arith(text: str, names: dict[str, Arg]) -> float:
+    """Arithmetic over the shape's arguments; nothing else (no attribute, no call but _FUNCS)."""
+    def ev(node: ast.AST) -> float:
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+            return node.value
+        if isinstance(node, ast.Name) and node.id in names:
+            return names[node.id]  # type: ignore[return-value]
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            return _BINOPS[type(node.op)](ev(node.left), ev(node.right))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -ev(node.operand)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS:
+            return _FUNCS[node.func.id](*(ev(a) for a in node.args))
+        raise ValueError(f"{ast.unparse(node)!r} is not arithmetic over {', '.join(names)}")
+    return float(ev(ast.parse(text, mode="eval")))
+
+
+def task_flops(meta: TaskMeta, shape: Shape) -> float | None:
+    """The task's useful arithmetic on ``shape``: declared in its metadata, else a matrix
+    product's 2mnk when the shape is exactly m, n, k, else unknown."""
+    if meta.flops:
+        return arith(meta.flops, shape.kwargs())
+    return 2.0 * shape.m * shape.n * shape.k if shape.is_mnk() else None
+
+
+class _Signature(msgspec.Struct, frozen=True):
+    """generate_input's parameters, read from reference.py's syntax (no torch import needed)."""
+
+    names: list[str]
+    required: list[str]
+    open: bool  # it takes **kwargs
+
+
+def _generator_signature(reference: Path) -> _Signature | None:
     try:
-        return Shape(m=entry["m"], n=entry["n"], k=entry["k"], seed=entry.get("seed", 0))
-    except KeyError as exc:
-        raise TaskError(f"{where}: entry {entry} lacks key {exc}; each needs m, n, k (and seed)") from None
+        tree = ast.parse(reference.read_text())
+    except (OSError, SyntaxError, ValueError):
+        return None  # importing it will say what is wrong, with its line
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "generate_input":
+            a = node.args
+            params = a.posonlyargs + a.args
+            defaults = len(a.defaults)
+            required = [p.arg for p in params[: len(params) - defaults]]
+            required += [p.arg for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is None]
+            names = [p.arg for p in params + a.kwonlyargs]
+            return _Signature(names=names, required=[r for r in required if r != "device"], open=a.kwarg is not None)
+    return None
+
+
+def _shapes(entries: list[dict[str, Arg]], where: str, sig: _Signature | None = None) -> list[Shape]:
+    out = []
+    for entry in entries:
+        if "seed" in entry and not isinstance(entry["seed"], int):
+            raise TaskError(f"{where}: entry {entry} has a seed that is not an integer")
+        if sig is not None:
+            wanted = f"generate_input({', '.join(sig.names)})"
+            missing = [r for r in sig.required if r not in entry and r != "seed"]
+            unknown = [k for k in entry if k not in sig.names and not sig.open]
+            if missing:
+                raise TaskError(f"{where}: entry {entry} lacks {', '.join(map(repr, missing))}, which {wanted} needs")
+            if unknown:
+                raise TaskError(f"{where}: entry {entry} has {', '.join(map(repr, unknown))}, which {wanted} does not take")
+        out.append(Shape.of(entry))
+    return out
 
 
 def load_task(path: str | Path) -> Task:
@@ -88,10 +223,19 @@ def load_task(path: str | Path) -> Task:
         modules[entry.name[:-3]] = str(file)
     modules.setdefault("task", str(folder / "task.py"))
     modules.setdefault("reference", str(folder / "reference.py"))
-    tests = [_shape(t, f"{yml} tests") for t in spec.tests]
-    benchmarks = [_shape(b, f"{yml} benchmarks") for b in spec.benchmarks]
+    sig = _generator_signature(folder / "reference.py")
+    tests = _shapes(spec.tests, f"{yml} tests", sig)
+    benchmarks = _shapes(spec.benchmarks, f"{yml} benchmarks", sig)
     if not tests or not benchmarks:
         raise TaskError(f"{yml}: needs non-empty tests: and benchmarks: lists")
+    meta = spec.kernel_scientist
+    for key in ("flops", "bytes"):
+        text = getattr(meta, key)
+        for s in ([] if not text else tests + benchmarks):
+            try:
+                arith(text, s.kwargs())
+            except (ValueError, SyntaxError, ArithmeticError, TypeError) as exc:
+                raise TaskError(f"{yml}: kernel_scientist.{key} {text!r} on {s.label()}: {exc}") from None
     seed_file = folder / "submission.py"
     return Task(
         name=folder.name.replace("_", "-"),
@@ -100,10 +244,26 @@ def load_task(path: str | Path) -> Task:
         tests=tests,
         benchmarks=benchmarks,
         ranking_by=spec.ranking_by,
-        check_shapes=derive_check_shapes(tests),
+        check_shapes=_check_shapes(meta, tests, yml),
         seed_source=seed_file.read_text() if seed_file.is_file() else None,
         modules=modules,
+        meta=meta,
+        reference_source=(folder / "reference.py").read_text(),
     )
+
+
+_SMALLEST = 3  # CPU check shapes of a folder without GEMM metadata: its three smallest tests
+
+
+def _check_shapes(meta: TaskMeta, tests: list[Shape], yml: Path) -> list[Shape]:
+    if isinstance(meta.check, list):
+        return _shapes(meta.check, f"{yml} kernel_scientist.check", _generator_signature(yml.parent / "reference.py")) or tests[:1]
+    if meta.check == "scaled-gemm":
+        if not all(t.is_mnk() for t in tests):
+            raise TaskError(f"{yml}: kernel_scientist.check = 'scaled-gemm' needs tests of exactly m, n, k (and seed)")
+        return derive_check_shapes(tests)
+    order = sorted(range(len(tests)), key=lambda i: (tests[i].work(), i))
+    return [tests[i] for i in sorted(order[:_SMALLEST])]
 
 
 def _scaled(t: Shape) -> tuple[Shape, frozenset[str]]:
@@ -151,50 +311,20 @@ def mix_seed(seed: int, secret_seed: int) -> int:
     return int.from_bytes(digest, "little") & 0x7FFFFFFF
 
 
-def import_reference(modules: dict[str, str], alias: str = "_ks_reference") -> types.ModuleType:
-    """Load reference.py under a private name, with its helper modules (``task``, ``utils``)
-    visible under their plain names only while it executes, then removed again from sys.modules,
-    so nothing later (candidate code included) finds them by a plain ``import``."""
-    saved = {name: sys.modules.get(name) for name in modules}
-    try:
-        for name, file in modules.items():
-            if name == "reference":
-                continue
-            spec = importlib.util.spec_from_file_location(name, file)
-            mod = importlib.util.module_from_spec(spec)
-            sys.modules[name] = mod
-            spec.loader.exec_module(mod)
-        spec = importlib.util.spec_from_file_location(alias, modules["reference"])
-        ref = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(ref)
-        return ref
-    finally:
-        for name, old in saved.items():
-            if old is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = old
-
-
-def isolate_candidate(modules: dict[str, str], folder: Path) -> None:
-    """Ready a candidate's working folder: the task's ``task.py`` beside it (submissions do
-    ``from task import input_t``), and none of the harness's own modules importable by name."""
-    shutil.copy(modules["task"], folder / "task.py")
-    for name in ("reference", "utils", "task", "_ks_reference"):
-        sys.modules.pop(name, None)
-
-
-def import_submission(source: str, folder: Path):
-    """Write ``source`` as submission.py in ``folder``, import it, and return its
-    ``custom_kernel`` (None when it defines no callable of that name)."""
-    path = folder / "submission.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location("submission", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["submission"] = module
-    spec.loader.exec_module(module)
-    fn = getattr(module, "custom_kernel", None)
-    return fn if callable(fn) else None
+def check_failure(ref, data, output) -> str | None:
+    """The folder's own ``check_implementation`` on ``output``: None when it passes, else its
+    message in one line. Both conventions of the format: ``(ok, message)``, or a message that is
+    empty when the output passes (what the public harness's wrapper accepts)."""
+    got = ref.check_implementation(data, output)
+    if isinstance(got, tuple):
+        ok, msg = (bool(got[0]), got[1] if len(got) > 1 else "")
+    else:
+        ok, msg = not bool(got), got
+    if ok:
+        return None
+    if isinstance(msg, (list, tuple)):
+        msg = " ".join(str(m) for m in msg)
+    return " ".join(str(msg).split())[:400] or "check_implementation reported a failure without a message"
 
 
 def tensor_bytes(t):

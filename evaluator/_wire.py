@@ -13,6 +13,7 @@ from typing import Literal
 import msgspec
 
 from blackboard.records import Shape
+from evaluator._task import TaskMeta
 
 
 class TensorArg(msgspec.Struct, frozen=True):
@@ -65,15 +66,36 @@ class Capture(msgspec.Struct, frozen=True):
     shape: Shape
     launches: list[Launch] = []
     torch_ops: list[TorchOp] = []
+    # Why the call could not be recorded on meta tensors (a torch op with no meta kernel, such as
+    # bincount): the shape is then not timed, and the report says so instead of inventing a time.
+    untimed: str | None = None
 
 
-class CheckOutput(msgspec.Struct, frozen=True):
-    """The candidate's output on one check shape, as raw bytes; the parent judges it."""
+class TensorValue(msgspec.Struct, frozen=True, tag="tensor"):
+    """One output tensor as raw bytes in logical order."""
 
-    shape: Shape  # with the seed actually used (test seed mixed with the secret seed)
     dtype: str
     dims: list[int]
     data: bytes
+
+
+class ScalarValue(msgspec.Struct, frozen=True, tag="scalar"):
+    value: int | float | bool | None
+
+
+class SeqValue(msgspec.Struct, frozen=True, tag="seq"):
+    kind: Literal["tuple", "list"]
+    items: list[Value]
+
+
+Value = TensorValue | ScalarValue | SeqValue  # an output, whatever the folder returns
+
+
+class CheckOutput(msgspec.Struct, frozen=True):
+    """The candidate's output on one check shape, as plain values; the parent judges it."""
+
+    shape: Shape  # with the seed actually used (test seed mixed with the secret seed)
+    value: Value
     inputs_modified: str | None = None  # names of inputs the candidate wrote to, if any
 
 
@@ -89,6 +111,8 @@ class ChildRequest(msgspec.Struct, frozen=True):
     bench: list[Shape]
     device: str  # device spec name for picking autotune configs by the model
     mem_limit_mb: int = 4096
+    meta: TaskMeta = TaskMeta()  # the task's declared output slot and flops (heavy-op rule)
+    own_kernel: bool = False  # the policy: a torch matmul doing the task's work is rejected
 
 
 class ChildResult(msgspec.Struct, frozen=True):
@@ -142,6 +166,8 @@ class GpuRequest(msgspec.Struct, frozen=True):
     l2_flush_bytes: int = 2 * 64 * 1024 * 1024
     time_reference: bool = False  # time the task's own ref_kernel (the parent's anchor), no import
     device: Literal["cuda", "cpu"] = "cuda"  # cpu: the protocol under Triton's interpreter, host-clock times (tests)
+    meta: TaskMeta = TaskMeta()
+    own_kernel: bool = False  # the policy: a torch matmul doing the task's work is rejected
 
 
 class ShapeSamples(msgspec.Struct, frozen=True):

@@ -44,7 +44,8 @@ def _make_backend(scenario: Scenario, task):
     cfg = scenario.evaluator
     return make_backend(cfg.backend, task, setting=f"evaluator.backend = '{cfg.backend}'",
                         instead="evaluator.backend = 'simulated'", device=cfg.device, noise=cfg.noise,
-                        timeout_s=cfg.timeout_s, max_calls=cfg.max_calls, shape_budget_s=cfg.shape_budget_s)
+                        timeout_s=cfg.timeout_s, max_calls=cfg.max_calls, shape_budget_s=cfg.shape_budget_s,
+                        own_kernel=cfg.own_kernel)
 
 
 class Interrupted(Exception):
@@ -101,13 +102,16 @@ def _run(scenario: Scenario, db: Path, listeners, *, resume: bool, retuned: list
 
         LLMService.preflight(scenario)
     task = load_task(scenario.task_path())
-    if not resume and task.seed_source is None:
-        raise BlackboardError(f"{task.path}: the task has no submission.py to seed the campaign")
+    try:  # read before anything is created: a campaign without its seed would be a dead end
+        seed_source = "" if resume else scenario.seed_path().read_text()
+    except OSError as exc:
+        raise BlackboardError(f"{scenario.seed_path()}: cannot read the seed kernel ({exc.strerror}); "
+                              "set campaign.seed_file to a file of the task folder") from None
     backend = _make_backend(scenario, task)
     released = 0
     with backend:
         try:
-            board = _open_board(scenario, db, task, backend, resume)
+            board = _open_board(scenario, db, task, backend, resume, seed_source)
         except KeyboardInterrupt:
             raise Interrupted(f"interrupted before the campaign {'resumed' if resume else 'started'}; "
                               "nothing was written") from None
@@ -140,7 +144,7 @@ def _run(scenario: Scenario, db: Path, listeners, *, resume: bool, retuned: list
     return Outcome(db=db, resumed=resume, released=released, wall_s=time.perf_counter() - wall)
 
 
-def _open_board(scenario: Scenario, db: Path, task, backend, resume: bool) -> Blackboard:
+def _open_board(scenario: Scenario, db: Path, task, backend, resume: bool, seed_source: str) -> Blackboard:
     """The campaign's blackboard: reopened for a resume; for a new campaign, created with the
     campaign record and the seed kernel, and removed again if that fails half-way."""
     if resume:
@@ -153,8 +157,8 @@ def _open_board(scenario: Scenario, db: Path, task, backend, resume: bool) -> Bl
             name=scenario.campaign.name, seed=scenario.campaign.seed, task=task.name,
             backend=backend.name, simulated=backend.simulated, config_json=scenario_json(scenario),
             created_wall=time.time(), virtual_time=backend.simulated, reference=reference))
-        board.add_kernel(source=task.seed_source, author="seed", at=0.0, state=KernelState.DRAFT,
-                         summary="seed submission")
+        board.add_kernel(source=seed_source, author="seed", at=0.0, state=KernelState.DRAFT,
+                         summary=f"seed submission ({scenario.seed_path().name})")
     except BaseException:
         board.close()
         for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
@@ -199,7 +203,7 @@ async def _agents(board: Blackboard, scenario: Scenario, clock: CampaignClock, b
             brain = service.brain(name)
         else:
             brain = OfflineBrain(random.Random(zlib.crc32(f"{seed}:brain:{name}".encode())),
-                                 vendor=_vendor(scenario, backend))
+                                 vendor=_vendor(scenario, backend), kernels=task.kernels())
         return Context(board=board, scenario=scenario, clock=clock, seed=seed, backend=backend,
                        task=task, brain=brain)
 

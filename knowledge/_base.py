@@ -42,6 +42,9 @@ class Technique:
     prior_max: ClassVar[float]
     novelty: ClassVar[float]  # 0 (textbook tuning) .. 1 (rarely tried)
     vendors: ClassVar[tuple[str, ...]] = ("amd", "nvidia")  # whose hardware it can change anything on
+    # Which tasks' kernels it can rewrite: "gemm" (the matrix-product seed's regions and constraints)
+    # or "any" (any Triton kernel, found by its syntax). A campaign takes the catalogue of its task's kind.
+    kernels: ClassVar[tuple[str, ...]] = ("gemm",)
 
     def edge(self, params: dict[str, Param]) -> float:
         """How much better (fraction of the score) this form is expected to do than the technique's

@@ -165,9 +165,9 @@ def main(argv: list[str] | None = None) -> int:
         exec(compile(kernels.read_text(), str(kernels), "exec"), namespace)
         controls.append(Attack(name="control:better", path=str(kernels), outcome=Outcome.PASSED, reason="",
                                gpu_defence="", source=namespace["BETTER"]))
-    one = LocalBackend(task, timeout_s=args.timeout, max_calls=args.max_calls, shape_budget_s=args.shape_budget)
+    one = LocalBackend(task, timeout_s=args.timeout, max_calls=args.max_calls, shape_budget_s=args.shape_budget, own_kernel=True)
     backends = [LocalBackend(task, timeout_s=args.timeout, max_calls=args.max_calls,
-                             shape_budget_s=args.shape_budget, gpus=[gpu]) for gpu in one.gpus]
+                             shape_budget_s=args.shape_budget, gpus=[gpu], own_kernel=True) for gpu in one.gpus]
     rows = anyio.run(run_all, backends, attacks, controls)
     print(build_table(rows))
     args.out.write_bytes(msgspec.json.format(msgspec.json.encode({

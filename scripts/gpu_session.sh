@@ -9,13 +9,7 @@
 set -u
 out=${1:?out dir}; seconds=${2:?campaign seconds}; start=${3:?NEW or a blackboard to resume}; shift 3
 mkdir -p "$out"
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site:$PWD || exit 1
-else
-  export PYTHONPATH=$PWD
-fi
-export PYTHONUNBUFFERED=1
+. scripts/gpu_env.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$out/gpu.txt"
 gpus=$(nvidia-smi -L | grep -c '^GPU ')
 attacks=$([ "${ATTACKS:-1}" = 1 ] && [ "$gpus" -gt 1 ] && echo 1 || echo 0)

@@ -43,7 +43,7 @@ ATTACKS = {a.name: a for a in gpu_attacks.load_attacks(Path(__file__).parent / "
 
 @pytest.fixture(scope="module")
 def backend():
-    with SimulatedBackend(TASK, device="mi300x", noise=0.0, timeout_s=5.0, output_limit=10_000) as b:
+    with SimulatedBackend(TASK, device="mi300x", noise=0.0, timeout_s=5.0, output_limit=10_000, own_kernel=True) as b:
         yield b
 
 
@@ -97,7 +97,7 @@ def custom_kernel(data):
     ("bytes([0x81, 0xa6]) + b'status' + bytes([0xa2]) + b'ok'", 5, "may have been forged"),
 ], ids=["garbage-exit-0", "result-exit-5"])
 async def test_a_forged_result_file_never_passes_even_without_the_rules(backend, monkeypatch, blob, code, reason):
-    monkeypatch.setattr(simulated, "rule_verdict", lambda source: None)  # the rules switched off
+    monkeypatch.setattr(simulated, "rule_verdict", lambda source, own_kernel=True: None)  # the rules switched off
     source = _FORGE.replace("BLOB", blob).replace("CODE", str(code))
     report = await backend.evaluate(source, submission_id=1, secret_seed=SECRET_SEED)
     assert report.outcome is Outcome.CRASH and reason in report.reason
@@ -198,3 +198,39 @@ async def test_honest_kernels_pass_on_the_same_backend_after_every_attack(backen
     assert all(r.flagged is None for r in report.shapes)
     roots = [d for d in os.listdir(backend._server._cwd) if d.startswith("ks-sandbox-")]
     assert roots and all(os.listdir(os.path.join(backend._server._cwd, d)) == [] for d in roots)  # no leftovers
+
+
+# ---- every folder, not only amd-fp8-mm --------------------------------------------------
+# The attacks that do not depend on the fp8 task's data (forged channels, faults, the harness's
+# modules, secrets) and every attack a static rule stops must be stopped the same way on any
+# problem folder: the sandbox and the rules do not depend on the task.
+FOLDERS = ROOT / "tests" / "problems"
+_ANY_TASK = sorted(n for n, a in ATTACKS.items()
+                   if ("= data" not in a.source and "data[" not in a.source)
+                   or (a.outcome is Outcome.REJECTED_BY_RULE and any(f.severity == "reject" for f in static_findings(a.source))))
+
+
+@pytest.fixture(scope="module")
+def other_folders():
+    backends = {name: SimulatedBackend(load_task(FOLDERS / name), noise=0.0, timeout_s=5.0, output_limit=10_000,
+                                       own_kernel=True) for name in ("vecadd", "rowstats", "stencil")}
+    for b in backends.values():
+        b.__enter__()
+    yield backends
+    for b in backends.values():
+        b.close()
+
+
+@pytest.mark.parametrize("folder", ["vecadd", "rowstats", "stencil"])
+@pytest.mark.parametrize("name", _ANY_TASK)
+async def test_attacks_are_stopped_on_every_folder(other_folders, folder, name):
+    attack, backend = ATTACKS[name], other_folders[folder]
+    report = await backend.evaluate(attack.source, submission_id=7, secret_seed=SECRET_SEED)
+    assert report.outcome is attack.outcome and attack.reason in report.reason, report.reason
+    if report.outcome in FAULTS:
+        after = await backend.prescreen(backend.task.seed_source)
+        assert after.outcome is Outcome.PASSED, after.reason
+
+
+def test_the_any_folder_attacks_are_many():
+    assert len(_ANY_TASK) >= 30

@@ -19,7 +19,7 @@ TIMEOUT_S = 4.0
 
 @pytest.fixture(scope="module")
 def backend():
-    with SimulatedBackend(TASK, device="mi300x", noise=0.02, timeout_s=TIMEOUT_S, output_limit=10_000) as b:
+    with SimulatedBackend(TASK, device="mi300x", noise=0.02, timeout_s=TIMEOUT_S, output_limit=10_000, own_kernel=True) as b:
         yield b
 
 

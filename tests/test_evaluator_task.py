@@ -43,7 +43,7 @@ def test_a_broken_yml_names_the_file_and_the_problem(tmp_path):
         load_task(folder)
     assert "task.yml" in str(err.value) and "tests" in str(err.value) and "\n" not in str(err.value)
     (folder / "task.yml").write_text("tests:\n  - {m: 64, n: 64}\nbenchmarks:\n  - {m: 1, n: 1, k: 1}\n")
-    with pytest.raises(TaskError, match="lacks key 'k'"):
+    with pytest.raises(TaskError, match=r"lacks 'k', which generate_input\(m, n, k, seed, device\) needs"):
         load_task(folder)
 
 
@@ -51,7 +51,7 @@ def test_the_public_surface_is_declared():
     import evaluator
 
     expected = {"DEVICES", "DeviceSpec", "Launch", "LocalBackend", "MODEL_VERSION", "RuleFinding", "SandboxError",
-                "SimulatedBackend", "Task", "TaskError", "TensorArg", "TorchOp", "geomean", "load_task",
+                "SimulatedBackend", "Task", "TaskError", "TaskMeta", "TensorArg", "TorchOp", "geomean", "load_task",
                 "speed_of_light_us", "static_findings"}
     assert set(evaluator.__all__) == expected
     assert all(hasattr(evaluator, name) for name in expected)

@@ -65,7 +65,10 @@ async def test_prescreen_is_rules_and_syntax_only(local):
     assert (await local.prescreen(local.task.seed_source)).outcome == "passed"
     assert (await local.prescreen("def custom_kernel(data):\n    return (\n")).outcome == "compile_error"
     cheat = "import torch\ndef custom_kernel(data):\n    a, b, sa, sb, c = data\n    return torch.matmul(a.float(), b.float().T)\n"
-    assert (await local.prescreen(cheat)).outcome == "rejected_by_rule"
+    # the matmul rule is a campaign's policy (own_kernel), off for a plain evaluation
+    assert (await local.prescreen(cheat)).outcome == "passed"
+    strict = LocalBackend(local.task, gpus=["0"], own_kernel=True)
+    assert (await strict.prescreen(cheat)).outcome == "rejected_by_rule"
 
 
 def _module(source, tmp_path):
@@ -144,7 +147,7 @@ def on_cpu():
     task = load_task(TASK)
     small = msgspec.structs.replace(task, tests=task.check_shapes[:2],
                                     benchmarks=[Shape(64, 64, 128, 7), Shape(64, 128, 256, 8)])
-    return LocalBackend(small, device="cpu", timeout_s=20, max_calls=3, shape_budget_s=0.5)
+    return LocalBackend(small, device="cpu", timeout_s=20, max_calls=3, shape_budget_s=0.5, own_kernel=True)
 
 
 async def test_the_cpu_mode_runs_the_whole_protocol(on_cpu):

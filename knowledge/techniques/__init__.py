@@ -8,6 +8,7 @@ from .compound import Compound
 from .crossover import Crossover
 from .dispatch import ShapeDispatch
 from .hopper import ConversionPrepass, TensorDescriptors, WarpSpecialize
+from .launch import BlockSize, LaunchStages, LaunchWarps
 from .layout import LayoutPrepass
 from .order import GroupedOrder, Persistent, XcdRemap
 from .precision import AccumulationPrecision
@@ -33,23 +34,29 @@ _CLASSES = (
     InSubmissionTuning,
     LeanHost,
     Crossover,
+    BlockSize,
+    LaunchWarps,
+    LaunchStages,
 )
 _SINGLE: tuple[Technique, ...] = tuple(cls() for cls in _CLASSES)
-_INSTANCES: tuple[Technique, ...] = _SINGLE + (Compound(list(_SINGLE)),)
+_GEMM_COMPOUND = Compound([item for item in _SINGLE if "gemm" in item.kernels])
+_INSTANCES: tuple[Technique, ...] = _SINGLE + (_GEMM_COMPOUND,)
 
 
-def catalogue(vendor: str | None = None) -> list[Technique]:
-    """Every technique; with a vendor ("amd" or "nvidia"), those that can change anything on its
-    GPUs, each in its form for that vendor's hardware (an experiment that cannot move the number
-    is waste), and compounds made of those alone."""
+def catalogue(vendor: str | None = None, kernels: str = "gemm") -> list[Technique]:
+    """The techniques for one kind of task's kernels ("gemm" or "any", see ``Technique.kernels``);
+    with a vendor ("amd" or "nvidia"), those that can change anything on its GPUs, each in its
+    form for that vendor's hardware (an experiment that cannot move the number is waste), and
+    compounds made of those alone (GEMM tasks: the structural techniques are GEMM techniques)."""
+    singles = [item for item in _SINGLE if kernels in item.kernels]
     if vendor is None:
-        return list(_INSTANCES)
-    singles = [item.for_vendor(vendor) for item in _SINGLE if vendor in item.vendors]
-    return singles + [Compound(singles)]
+        return singles + ([_GEMM_COMPOUND] if kernels == "gemm" else [])
+    singles = [item.for_vendor(vendor) for item in singles if vendor in item.vendors]
+    return singles + ([Compound(singles)] if kernels == "gemm" else [])
 
 
 def catalogue_without_crossover() -> list[Technique]:
-    return [item for item in _INSTANCES if item.category != "crossover"]
+    return [item for item in catalogue() if item.category != "crossover"]
 
 
 def technique(name: str) -> Technique:

@@ -1,0 +1,166 @@
+"""A folder's run directory and inputs, assembled the way its task.yml says, out of the candidate's reach.
+
+``import_reference`` loads reference.py with the files: list's helpers served on demand under their
+run-directory names; ``isolate_candidate`` readies the candidate's own directory (the list's modules
+but never the harness's); ``generate_input`` draws one test's inputs on the device we run on, also
+from folders that hard-code ``device='cuda'``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.abc
+import importlib.util
+import inspect
+import shutil
+import sys
+import types
+from pathlib import Path
+
+from blackboard.records import Shape
+
+
+class _RunDirectory(importlib.abc.MetaPathFinder):
+    """Serves the files: list's modules under their run-directory names, as if they sat beside
+    reference.py, but only on demand: ``../eval.py`` (the public harness's main) imports
+    ``reference`` itself and must not run just because it is listed."""
+
+    def __init__(self, modules: dict[str, str], reference: types.ModuleType) -> None:
+        self.modules = modules
+        self.reference = reference
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "reference":
+            return importlib.util.spec_from_loader(name, _Ready(self.reference))
+        if name in self.modules:
+            return importlib.util.spec_from_file_location(name, self.modules[name])
+        return None
+
+
+class _Ready(importlib.abc.Loader):
+    def __init__(self, module: types.ModuleType) -> None:
+        self.module = module
+
+    def create_module(self, spec):
+        return self.module
+
+    def exec_module(self, module) -> None:
+        pass
+
+
+def import_reference(modules: dict[str, str], alias: str = "_ks_reference") -> types.ModuleType:
+    """Load reference.py under a private name. While it executes, its helpers (``task``,
+    ``utils``, whatever the files: list names) are importable under their plain names; afterwards
+    they are removed again from sys.modules, so nothing later (candidate code included) finds them
+    by a plain ``import``."""
+    spec = importlib.util.spec_from_file_location(alias, modules["reference"])
+    ref = importlib.util.module_from_spec(spec)
+    names = set(modules) | {"reference"}
+    saved = {name: sys.modules.pop(name, None) for name in names}
+    finder = _RunDirectory({k: v for k, v in modules.items() if k != "reference"}, ref)
+    sys.meta_path.insert(0, finder)
+    try:
+        spec.loader.exec_module(ref)
+        return ref
+    finally:
+        sys.meta_path.remove(finder)
+        for name, old in saved.items():
+            if old is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = old
+
+
+_HARNESS = ("reference", "utils", "eval", "_ks_reference")
+
+
+def isolate_candidate(modules: dict[str, str], folder: Path) -> None:
+    """Ready a candidate's working folder: the files: list's own modules beside it (submissions do
+    ``from task import input_t``) except the harness's (reference, utils, eval), and none of the
+    harness's modules importable by name."""
+    for name, file in modules.items():
+        if name not in _HARNESS:
+            shutil.copy(file, folder / f"{name}.py")
+    for name in set(_HARNESS) | set(modules):
+        sys.modules.pop(name, None)
+
+
+# ---- inputs: generate_input as the folder wrote it, on the device we run on ------------------
+def generate_input(ref, shape: Shape, device: str):
+    """The inputs of one shape on ``device`` ("cuda", "cpu" or "meta").
+
+    A generator that takes ``device`` gets it. Public folders hard-code ``device='cuda'`` instead;
+    elsewhere than a GPU their CUDA requests are redirected (``_redirected``), so the same folder
+    runs under the CPU interpreter and records launches on meta tensors.
+    """
+    fn = ref.generate_input
+    kwargs = shape.kwargs()
+    try:
+        takes_device = "device" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        takes_device = False
+    if takes_device:
+        return fn(**kwargs, device=device)
+    if device == "cuda":
+        return fn(**kwargs)
+    with _redirected(device):
+        return fn(**kwargs)
+
+
+def _is_cuda(dev) -> bool:
+    return dev is not None and str(dev).split(":")[0] == "cuda"
+
+
+@contextlib.contextmanager
+def _redirected(target: str):
+    """Run torch code written for CUDA on ``target``: device= arguments, ``.cuda()`` and
+    ``.to('cuda')`` move there, ``torch.Generator(device='cuda')`` becomes a CPU generator (meta
+    random ops accept one), and on meta ``.item()`` reads 0 (a generator that draws a scalar
+    offset still yields the right shapes). Only for trusted code: the folder's generator."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    real_generator = torch.Generator
+
+    class generator(real_generator):  # a type still (torch's own modules write `torch.Generator | None`)
+        def __new__(cls, device=None):
+            return real_generator(device="cpu")
+
+    class Devices(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            if _is_cuda(kwargs.get("device")):
+                kwargs["device"] = target
+            name = getattr(func, "__name__", "")
+            if name == "cuda":
+                return args[0].to(target)
+            if name == "to" and len(args) > 1 and _is_cuda(args[1]):
+                args = (args[0], target, *args[2:])
+            return func(*args, **kwargs)
+
+    class Scalars(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if str(func).startswith("aten._local_scalar_dense") and args[0].device.type == "meta":
+                return False if args[0].dtype == torch.bool else (0.0 if args[0].is_floating_point() else 0)
+            return func(*args, **(kwargs or {}))
+
+    torch.Generator = generator
+    try:
+        with Devices(), (Scalars() if target == "meta" else contextlib.nullcontext()):
+            yield
+    finally:
+        torch.Generator = real_generator
+
+
+def import_submission(source: str, folder: Path):
+    """Write ``source`` as submission.py in ``folder``, import it, and return its
+    ``custom_kernel`` (None when it defines no callable of that name)."""
+    path = folder / "submission.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("submission", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["submission"] = module
+    spec.loader.exec_module(module)
+    fn = getattr(module, "custom_kernel", None)
+    return fn if callable(fn) else None

@@ -1,0 +1,152 @@
+"""Techniques for any Triton kernel: block sizes, warps and pipeline stages, found where they are.
+
+The GEMM techniques rewrite the matrix-product seed's marked regions; a user's own kernel has no
+regions. These read the source's syntax instead: an integer assigned to a name that starts with
+``BLOCK`` (``BLOCK = 256``, ``BLOCK_H, BLOCK_W = 16, 32``) is a block size, a ``num_warps=`` or
+``num_stages=`` keyword with an integer is a launch setting. They change only such literals, so the
+kernel's logic, masks included, stays the author's; a kernel whose correctness depends on one
+block size is caught by the pre-screen and the evaluation, like any other wrong candidate.
+
+They apply to tasks that are not matrix products (``kernels = ("any",)``): on the GEMM seed the
+region-aware tile and launch techniques do the same job with the task's constraints in mind
+(BLOCK_K must stay the scale block), which a syntax-level rewrite cannot know.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from .._base import NotApplicable, Param, Technique, Variant
+
+
+def _sites(source: str, want) -> list[tuple[str, ast.Constant]]:
+    """(name, literal) for each integer literal that ``want(name, parent)`` accepts."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise NotApplicable(f"the source does not parse (line {exc.lineno})") from None
+    found: list[tuple[str, ast.Constant]] = []
+    for node in ast.walk(tree):
+        pairs: list[tuple[ast.AST, ast.AST]] = []
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+                pairs = list(zip(target.elts, node.value.elts))
+            else:
+                pairs = [(target, node.value)]
+            pairs = [(t, v) for t, v in pairs if isinstance(t, ast.Name)]
+            found += [(t.id, v) for t, v in pairs if _int(v) and want(t.id, "assign")]
+        elif isinstance(node, ast.keyword) and node.arg and _int(node.value) and want(node.arg, "keyword"):
+            found.append((node.arg, node.value))
+    return sorted(found, key=lambda s: (s[1].lineno, s[1].col_offset))
+
+
+def _int(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is int
+
+
+def _rewrite(source: str, sites: list[ast.Constant], value: int) -> str:
+    """Replace each literal in place (by line and column), last first so offsets stay valid."""
+    lines = source.splitlines(keepends=True)
+    for node in sorted(sites, key=lambda n: (n.lineno, n.col_offset), reverse=True):
+        line = lines[node.lineno - 1]
+        lines[node.lineno - 1] = line[: node.col_offset] + str(value) + line[node.end_col_offset:]
+    return "".join(lines)
+
+
+class BlockSize(Technique):
+    name = "block_size"
+    title = "Block size of a Triton kernel (any BLOCK* constant)"
+    category = "tiling"
+    kernels = ("any",)
+    prose = (
+        "Each program of a Triton kernel handles one block of elements. Small blocks mean many "
+        "programs, each paying its start-up and load latency, and short vectors; large blocks mean "
+        "fewer programs (too few to keep every SM/CU busy on small inputs) and more registers per "
+        "thread. Memory-bound kernels usually want blocks of 1024-4096 elements per program, or "
+        "a 2-D tile wide along the contiguous dimension. Powers of two only (tl.arange needs them)."
+    )
+    prior_min, prior_max = -0.05, 0.4
+    novelty = 0.1
+
+    def detect(self, source: str) -> dict[str, Param] | None:
+        sites = _sites(source, lambda name, kind: kind == "assign" and name.upper().startswith("BLOCK"))
+        sites = [(n, c) for n, c in sites if c.value > 0 and c.value & (c.value - 1) == 0]
+        if not sites:
+            raise NotApplicable(f"{self.name}: no BLOCK* constant assigned a power of two")
+        return {name: c.value for name, c in sites}
+
+    def variants(self, source: str, reference: str | None = None) -> list[Variant]:
+        current = self.detect(source) or {}
+        out = []
+        for factor in (4, 2, 8, 0.5):
+            for name, value in current.items():
+                new = int(value * factor)
+                if 16 <= new <= 16384:
+                    out.append(self._variant({"name": name, "value": new}, f"{name}={new}",
+                                             [f"set {name} = {new} (was {value})"]))
+        return out[:6]
+
+    def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
+        name, value = params.get("name"), params.get("value")
+        current = self.detect(source) or {}
+        if name not in current:
+            raise NotApplicable(f"{self.name}: no power-of-two constant {name!r} (have {', '.join(current)})")
+        if type(value) is not int or value < 16 or value > 16384 or value & (value - 1):
+            raise NotApplicable(f"{self.name}: {name}={value!r} is not a power of two in 16..16384")
+        sites = [c for n, c in _sites(source, lambda n, kind: kind == "assign" and n == name)]
+        return _rewrite(source, sites, value)
+
+
+class _LaunchKeyword(Technique):
+    """One launch keyword with an integer value (every launch that passes it)."""
+
+    kernels = ("any",)
+    key: str
+    choices: tuple[int, ...]
+
+    def detect(self, source: str) -> dict[str, Param] | None:
+        sites = _sites(source, lambda name, kind: kind == "keyword" and name == self.key)
+        if not sites:
+            raise NotApplicable(f"{self.name}: no launch passes {self.key}=<integer>")
+        return {self.key: sites[0][1].value}
+
+    def variants(self, source: str, reference: str | None = None) -> list[Variant]:
+        return self._fresh(source, [self._variant({self.key: v}, f"{self.key}={v}",
+                                                  [f"launch with {self.key}={v}"]) for v in self.choices])
+
+    def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
+        self.detect(source)
+        value = self._param(params, self.key, self.choices)
+        sites = [c for _, c in _sites(source, lambda name, kind: kind == "keyword" and name == self.key)]
+        return _rewrite(source, sites, value)
+
+
+class LaunchWarps(_LaunchKeyword):
+    name = "launch_warps"
+    title = "Warps per program of a Triton launch"
+    category = "tiling"
+    prose = (
+        "num_warps sets the threads per program. A memory-bound block of B elements wants about "
+        "B / (32 * 8) warps, so each thread moves 8-16 bytes per load; too few warps leave loads "
+        "serialised, too many leave threads idle and cut the programs resident per SM/CU."
+    )
+    prior_min, prior_max = -0.05, 0.2
+    novelty = 0.05
+    key = "num_warps"
+    choices = (1, 2, 4, 8, 16)
+
+
+class LaunchStages(_LaunchKeyword):
+    name = "launch_stages"
+    title = "Software-pipelining stages of a Triton launch"
+    category = "schedule"
+    prose = (
+        "num_stages sets how many iterations of a kernel's loop are in flight: loads of the next "
+        "blocks overlap the current one's arithmetic. It matters for kernels that loop (a "
+        "reduction over long rows), and costs shared memory per stage."
+    )
+    prior_min, prior_max = -0.05, 0.15
+    novelty = 0.05
+    key = "num_stages"
+    choices = (1, 2, 3, 4)
