@@ -65,12 +65,31 @@ def test_the_gpu_line_comes_from_the_device_that_produced_the_score(device, gpu,
     assert name == gpu and bool(note) == noted
 
 
-def test_a_kernel_that_did_not_compile_is_a_build_failure_not_a_refutation(smoke_campaign):
-    with open_existing(smoke_campaign.db) as board:
-        judged = [(h, board.evaluation_for(h.kernel_id)) for h in board.hypotheses() if h.kernel_id]
-    built_wrong = [h for h, ev in judged if ev and ev.report.outcome == Outcome.COMPILE_ERROR]
-    assert built_wrong, "the smoke campaign is expected to meet a kernel that does not compile"
-    assert all(h.verdict in (Verdict.BUILD_FAILED, Verdict.PENDING) for h in built_wrong)
-    assert any(h.verdict == Verdict.BUILD_FAILED for h in built_wrong)
-    refuted = [ev for h, ev in judged if h.verdict == Verdict.REFUTED]
-    assert all(ev.report.outcome != Outcome.COMPILE_ERROR for ev in refuted)
+async def test_a_kernel_that_did_not_compile_is_a_build_failure_not_a_refutation(tmp_path):
+    """The critic's verdict on a kernel that did not compile is build_failed (no evidence about the
+    idea); a kernel that compiled and computed a wrong answer is refuted."""
+    from agents._base import CampaignClock, Context
+    from agents.critic import Critic
+    from blackboard import Blackboard, HypothesisState, Scenario
+    from test_blackboard import _hyp, _queued_kernel, _report
+
+    board = Blackboard(tmp_path / "b.sqlite")
+    outcomes = (Outcome.PASSED, Outcome.COMPILE_ERROR, Outcome.WRONG_OUTPUT, Outcome.PASSED)
+    kernels = []
+    for i, outcome in enumerate(outcomes):
+        kernel = _queued_kernel(board, source=f"kernel {i}")
+        sub = board.lease_submission("ev", now=2, lease_s=10)
+        board.record_evaluation(submission_id=sub.id, owner="ev", started_at=2, finished_at=3,
+                                report=_report(outcome, 10.0 if outcome == Outcome.PASSED else None))
+        kernels.append(kernel)
+    sel = board.add_selection(base_id=kernels[0].id, reference_id=None, reason="", at=0)
+    hyps = board.add_hypotheses(sel.id, [_hyp(sel.id, kernels[0].id) for _ in kernels[1:]])
+    for hyp, kernel in zip(hyps, kernels[1:]):
+        board.update_hypothesis(hyp.id, kernel_id=kernel.id, state=HypothesisState.IMPLEMENTED)
+    critic = Critic(Context(board=board, scenario=Scenario(), clock=CampaignClock(), seed=1, backend=None,
+                            task=None, brain=None), "critic", 0)
+    for hyp in critic._unjudged():
+        critic.judge(hyp)
+    verdicts = [h.verdict for h in board.hypotheses()]
+    board.close()
+    assert verdicts == [Verdict.BUILD_FAILED, Verdict.REFUTED, Verdict.INCONCLUSIVE]
