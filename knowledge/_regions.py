@@ -10,6 +10,7 @@ is what lets the persistent-loop rewrite indent whole regions without breaking l
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import textwrap
 
@@ -31,6 +32,13 @@ class Region(msgspec.Struct, frozen=True):
 
 def parse(source: str) -> dict[str, Region]:
     """All regions of ``source`` by name; malformed markers raise NotApplicable."""
+    return dict(_parsed(source))
+
+
+@functools.lru_cache(maxsize=512)
+def _parsed(source: str) -> tuple[tuple[str, Region], ...]:
+    # A design step asks about the same few sources thousands of times (every technique's
+    # variants, compounds, detection): parse each once. Errors are not cached (they are raised).
     regions: dict[str, Region] = {}
     stack: list[tuple[str, int, str]] = []
     for index, line in enumerate(source.splitlines()):
@@ -47,7 +55,7 @@ def parse(source: str) -> dict[str, Region]:
             regions[name] = Region(name, start, index, indent)
     if stack:
         raise NotApplicable(f"region {stack[-1][0]!r} is never closed")
-    return regions
+    return tuple(regions.items())
 
 
 def require(source: str, *names: str, why: str) -> dict[str, Region]:
