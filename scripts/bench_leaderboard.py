@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -140,6 +141,9 @@ def main() -> int:
                 work = sum(samples.call_us) / len(samples.call_us)
                 rows[name].append({"shape": shape.label(), "us": round(t, 2), "leaderboard_us": round(host, 2),
                                    "host_work_us": round(work, 2),
+                                   # the median too: rare long pauses (a garbage collection) move
+                                   # the mean, a steady per-call cost moves both
+                                   "host_work_median_us": round(statistics.median(samples.call_us), 2),
                                    "passed": failure is None,
                                    "calls": len(samples.event_us), "failure": failure})
             except Exception as exc:  # a method that cannot run at all on this stack
