@@ -74,7 +74,9 @@ def _do_bench(fn, ref, shape) -> float:
     256 MB buffer between calls), in us."""
     import triton
 
-    data = ref.generate_input(shape.m, shape.n, shape.k, shape.seed)
+    from evaluator._rundir import generate_input
+
+    data = generate_input(ref, shape, "cuda")
     return round(1000 * triton.testing.do_bench(lambda: fn(data), warmup=5, rep=25), 2)
 
 
@@ -127,7 +129,7 @@ def main() -> int:
             label = f"kernel {kid}" if len(args.db) == 1 else f"{db.stem}:{kid}"
             methods[label] = _kernel_from_source(f"{db} kernel {kid}", board.kernel(kid).source)
     req = GpuRequest(source="", modules=task.modules, tests=[], benchmarks=task.benchmarks,
-                     max_calls=args.max_calls, shape_budget_s=args.budget)
+                     max_calls=args.max_calls, shape_budget_s=args.budget, meta=task.meta)
     flush = torch.empty(l2_flush_bytes(spec) // 4, dtype=torch.float32, device="cuda")
     rows: dict[str, list[dict]] = {}
     for name, fn in methods.items():
