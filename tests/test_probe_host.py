@@ -1,0 +1,33 @@
+"""scripts/probe_host.py, the host-path profiler for a GPU session, in its CPU dry-run mode."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from _support import ROOT
+
+SEED = ROOT / "evaluator" / "tasks" / "amd_fp8_mm" / "submission.py"
+
+
+def _probe(*args, cwd):
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "probe_host.py"), *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_it_profiles_the_calls_of_a_submission(tmp_path):
+    done = _probe(str(SEED), "--device", "cpu", "--smallest-tests", "--calls", "2", "--shapes", "1",
+                  "--out", str(tmp_path / "probe.json"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (row,) = json.loads((tmp_path / "probe.json").read_text())["rows"]
+    assert row["shape"] == "64x64x128" and row["calls"] == 2
+    assert 0 < row["host_median_us"] <= row["host_max_us"] and row["gc_pause_us"] >= 0
+    assert "custom_kernel" in row["profile"]
+
+
+def test_a_missing_file_is_one_line(tmp_path):
+    done = _probe(str(tmp_path / "nope.py"), "--device", "cpu", cwd=tmp_path)
+    assert done.returncode != 0 and "Traceback" not in done.stderr and "is not a file" in done.stderr
