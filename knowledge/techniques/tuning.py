@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from .._base import NotApplicable, Param, Technique, Variant
-from .._regions import body, has, insert_after_region, parse, require
+from .._regions import body, has, insert_after_region, parse, replace_body, require
 
 # Common Hopper/CDNA GEMM settings (tile, warps, pipeline depth), largest tiles first; general
 # practice, not measured on this task: settings that do not fit a GPU fail to compile and are
@@ -195,10 +195,7 @@ class LeanHost(Technique):
         match = _JIT_LAUNCH.match(opening[0])
         new = [f"{match['indent']}launch_cached({match['kernel']}, grid, cfg," if line is opening[0] else line
                for line in lines if line is not spread[0]]
-        text = "\n".join(new)
-        region = require(source, "launch", why=self.name)["launch"]
-        all_lines = source.splitlines()
-        source = "\n".join(all_lines[: region.start + 1] + text.splitlines() + all_lines[region.end :]) + "\n"
+        source = replace_body(source, "launch", "\n".join(new))
         source = source.replace(_PREPASS_LAUNCH, 'launch_cached(fp8_to_fp16_kernel, grid, {"BLOCK": 4096}, '
                                                  'a, b, a16, b16, na, nb)')
         return insert_after_region(source, "select_config", _LAUNCH_CACHE)
