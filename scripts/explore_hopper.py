@@ -53,7 +53,7 @@ def _convert(a_ptr, b_ptr, a16_ptr, b16_ptr, NA, NB, BLOCK: tl.constexpr):
 def _tiles(a_desc, b_desc, c_desc, as_ptr, bs_ptr, c_ptr, M, N, K, NBLK_N,
            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr, CONVERT: tl.constexpr,
            NUM_PROGS: tl.constexpr, WS: tl.constexpr, SUBK: tl.constexpr, TWO: tl.constexpr,
-           TMA_C: tl.constexpr):
+           TMA_C: tl.constexpr, LAG: tl.constexpr = False):
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     num_tiles = num_pid_m * num_pid_n
@@ -67,32 +67,49 @@ def _tiles(a_desc, b_desc, c_desc, as_ptr, bs_ptr, c_ptr, M, N, K, NBLK_N,
         offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k0 in range(0, K, STEP):
-            partial = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            for kk in tl.static_range(0, 128, SUBK):
-                a = a_desc.load([k0 + kk, pid_m * BLOCK_M])
-                b = b_desc.load([k0 + kk, pid_n * BLOCK_N])
-                if CONVERT:
-                    a = a.to(tl.float16)
-                    b = b.to(tl.float16)
-                partial = tl.dot(a.T, b, partial)
-            if TWO:
-                partial2 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-                for kk in tl.static_range(128, 256, SUBK):
+        if LAG:
+            # The scaled add of block kb-1 is written after the dot of block kb, so the
+            # tensor cores can run that dot while the CUDA cores scale the previous one.
+            prev = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            prev_as = tl.zeros((BLOCK_M,), dtype=tl.float32)
+            prev_bs = tl.zeros((BLOCK_N,), dtype=tl.float32)
+            for k0 in range(0, K, 128):
+                a = a_desc.load([k0, pid_m * BLOCK_M])
+                b = b_desc.load([k0, pid_n * BLOCK_N])
+                partial = tl.dot(a.T, b)
+                acc += prev * prev_as[:, None] * prev_bs[None, :]
+                kb = k0 // 128
+                a_s = tl.load(as_ptr + kb * M + offs_m)
+                b_s = tl.load(bs_ptr + kb * NBLK_N + offs_n // 128, mask=offs_n < N, other=0.0)
+                prev, prev_as, prev_bs = partial, a_s, b_s
+            acc += prev * prev_as[:, None] * prev_bs[None, :]
+        else:
+            for k0 in range(0, K, STEP):
+                partial = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+                for kk in tl.static_range(0, 128, SUBK):
                     a = a_desc.load([k0 + kk, pid_m * BLOCK_M])
                     b = b_desc.load([k0 + kk, pid_n * BLOCK_N])
                     if CONVERT:
                         a = a.to(tl.float16)
                         b = b.to(tl.float16)
-                    partial2 = tl.dot(a.T, b, partial2)
-            kb = k0 // 128
-            a_s = tl.load(as_ptr + kb * M + offs_m)
-            b_s = tl.load(bs_ptr + kb * NBLK_N + offs_n // 128, mask=offs_n < N, other=0.0)
-            acc += partial * a_s[:, None] * b_s[None, :]
-            if TWO:
-                a_s2 = tl.load(as_ptr + (kb + 1) * M + offs_m)
-                b_s2 = tl.load(bs_ptr + (kb + 1) * NBLK_N + offs_n // 128, mask=offs_n < N, other=0.0)
-                acc += partial2 * a_s2[:, None] * b_s2[None, :]
+                    partial = tl.dot(a.T, b, partial)
+                if TWO:
+                    partial2 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+                    for kk in tl.static_range(128, 256, SUBK):
+                        a = a_desc.load([k0 + kk, pid_m * BLOCK_M])
+                        b = b_desc.load([k0 + kk, pid_n * BLOCK_N])
+                        if CONVERT:
+                            a = a.to(tl.float16)
+                            b = b.to(tl.float16)
+                        partial2 = tl.dot(a.T, b, partial2)
+                kb = k0 // 128
+                a_s = tl.load(as_ptr + kb * M + offs_m)
+                b_s = tl.load(bs_ptr + kb * NBLK_N + offs_n // 128, mask=offs_n < N, other=0.0)
+                acc += partial * a_s[:, None] * b_s[None, :]
+                if TWO:
+                    a_s2 = tl.load(as_ptr + (kb + 1) * M + offs_m)
+                    b_s2 = tl.load(bs_ptr + (kb + 1) * NBLK_N + offs_n // 128, mask=offs_n < N, other=0.0)
+                    acc += partial2 * a_s2[:, None] * b_s2[None, :]
         if TMA_C:
             c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(tl.bfloat16))
         else:
@@ -104,22 +121,81 @@ def _tiles(a_desc, b_desc, c_desc, as_ptr, bs_ptr, c_ptr, M, N, K, NBLK_N,
 def _gemm(a_ptr, b_ptr, as_ptr, bs_ptr, c_ptr, M, N, K, NBLK_N,
           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr,
           CONVERT: tl.constexpr, NUM_PROGS: tl.constexpr, WS: tl.constexpr, SUBK: tl.constexpr,
-          TWO: tl.constexpr, TMA_C: tl.constexpr):
+          TWO: tl.constexpr, TMA_C: tl.constexpr, LAG: tl.constexpr):
     # a is [M, K] column-major, so a [K, M] row-major array for a descriptor; b likewise [K, N].
     a_desc = tl.make_tensor_descriptor(a_ptr, shape=[K, M], strides=[M, 1], block_shape=[SUBK, BLOCK_M])
     b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[N, 1], block_shape=[SUBK, BLOCK_N])
     c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
     _tiles(a_desc, b_desc, c_desc, as_ptr, bs_ptr, c_ptr, M, N, K, NBLK_N, BLOCK_M, BLOCK_N, GROUP_M, CONVERT,
-           NUM_PROGS, WS, SUBK, TWO, TMA_C)
+           NUM_PROGS, WS, SUBK, TWO, TMA_C, LAG)
 
 
 @triton.jit
 def _gemm_host(a_desc, b_desc, c_desc, as_ptr, bs_ptr, c_ptr, M, N, K, NBLK_N,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr,
                CONVERT: tl.constexpr, NUM_PROGS: tl.constexpr, WS: tl.constexpr, SUBK: tl.constexpr,
-               TWO: tl.constexpr, TMA_C: tl.constexpr):
+               TWO: tl.constexpr, TMA_C: tl.constexpr, LAG: tl.constexpr):
     _tiles(a_desc, b_desc, c_desc, as_ptr, bs_ptr, c_ptr, M, N, K, NBLK_N, BLOCK_M, BLOCK_N, GROUP_M, CONVERT,
-           NUM_PROGS, WS, SUBK, TWO, TMA_C)
+           NUM_PROGS, WS, SUBK, TWO, TMA_C, LAG)
+
+
+@triton.jit
+def _gemm_sk(a_ptr, b_ptr, as_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr, M, N, K, NBLK_N,
+             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr, SPLIT: tl.constexpr):
+    """Split-K over the pre-converted fp16 operands, one launch: each of SPLIT programs per tile sums
+    a slice of the K blocks; all but the last to finish leave an fp32 partial in the workspace, and
+    the last one (found with a per-tile arrival counter) adds them and writes c, then resets the
+    counter for the next call."""
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[K, M], strides=[M, 1], block_shape=[128, BLOCK_M])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[N, 1], block_shape=[128, BLOCK_N])
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_tiles = num_pid_m * num_pid_n
+    pid = tl.program_id(0)
+    tile = pid % num_tiles
+    split = pid // num_tiles
+    group = GROUP_M * num_pid_n
+    first_m = (tile // group) * GROUP_M
+    size_m = min(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (tile % group) % size_m
+    pid_n = (tile % group) // size_m
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    k_blocks = tl.cdiv(K, 128)
+    per = tl.cdiv(k_blocks, SPLIT)
+    kb_lo = split * per
+    kb_hi = tl.minimum(k_blocks, kb_lo + per)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for kb in range(kb_lo, kb_hi):
+        a = a_desc.load([kb * 128, pid_m * BLOCK_M])
+        b = b_desc.load([kb * 128, pid_n * BLOCK_N])
+        partial = tl.dot(a.T, b)
+        a_s = tl.load(as_ptr + kb * M + offs_m)
+        b_s = tl.load(bs_ptr + kb * NBLK_N + offs_n // 128, mask=offs_n < N, other=0.0)
+        acc += partial * a_s[:, None] * b_s[None, :]
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    tile_ws = ws_ptr + tile * BLOCK_M * BLOCK_N
+    local = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    if SPLIT > 1:
+        tl.store(tile_ws + split * num_tiles * BLOCK_M * BLOCK_N + local, acc)
+        tl.debug_barrier()
+        arrived = tl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel")
+        if arrived == SPLIT - 1:
+            for other in tl.static_range(SPLIT):
+                if other != split:
+                    acc += tl.load(tile_ws + other * num_tiles * BLOCK_M * BLOCK_N + local, cache_modifier=".cg")
+            tl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc.to(tl.bfloat16), mask=mask)
+            tl.atomic_xchg(cnt_ptr + tile, 0)
+    else:
+        tl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc.to(tl.bfloat16), mask=mask)
+
+
+def pick_split(tiles: int, k_blocks: int, n_sms: int, most: int = 8) -> int:
+    """The split that minimises (waves of programs) x (K blocks per program), plus a small charge
+    per extra split for the partials' round trip; 1 when the tiles already fill the GPU."""
+    def cost(s):
+        return -(-tiles * s // n_sms) * -(-k_blocks // s) + (s - 1) * 2
+    return min(range(1, max(1, min(most, k_blocks // 2)) + 1), key=cost)
 
 
 @triton.jit
@@ -135,13 +211,17 @@ def make(variant: str, cfg):
     """A callable for one design: ``variant`` is tokens joined by ``_``: ``pre`` (a conversion
     pre-pass) or ``inreg`` (fp8 tiles converted in registers), ``ws`` warp specialisation, ``k64``
     two 64-deep dots per scale block, ``two`` two scale blocks per loop step, ``stc`` c written with
-    tl.store instead of a descriptor, ``hd`` descriptors built on the host."""
+    tl.store instead of a descriptor, ``hd`` descriptors built on the host, ``lag`` the scaled add of
+    each block one step behind its dot (so the two can overlap), ``sk`` split-K in one launch with
+    the split picked per shape (``pick_split``; not persistent), ``x2``/``x3`` two or three persistent
+    programs per SM."""
     bm, bn, warps, stages = cfg
     tokens = set(variant.split("_"))
     convert = "inreg" in tokens
     host_desc = "hd" in tokens
     consts = dict(BLOCK_M=bm, BLOCK_N=bn, GROUP_M=8, CONVERT=convert, WS="ws" in tokens,
                   SUBK=64 if "k64" in tokens else 128, TWO="two" in tokens, TMA_C="stc" not in tokens,
+                  LAG="lag" in tokens,
                   num_warps=warps, num_stages=stages)
     n_sms = torch.cuda.get_device_properties(0).multi_processor_count if torch.cuda.is_available() else 4
     scratch = {}
@@ -155,12 +235,24 @@ def make(variant: str, cfg):
         else:
             key = (m, n, k)
             if key not in scratch:
-                scratch.clear()
                 scratch[key] = (torch.empty_like(a, dtype=torch.float16), torch.empty_like(b, dtype=torch.float16))
             a_in, b_in = scratch[key]
             na, nb = a.numel(), b.numel()
             _convert[(triton.cdiv(na, 4096) + triton.cdiv(nb, 4096),)](a, b, a_in, b_in, na, nb, BLOCK=4096)
-        progs = min(triton.cdiv(m, bm) * triton.cdiv(n, bn), n_sms)
+        # x2 / x3: two or three resident programs per SM, whose dots and scaled adds interleave.
+        per_sm = 3 if "x3" in tokens else 2 if "x2" in tokens else 1
+        progs = min(triton.cdiv(m, bm) * triton.cdiv(n, bn), per_sm * n_sms)
+        if "sk" in tokens:
+            tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
+            split = pick_split(tiles, triton.cdiv(k, 128), n_sms)
+            wkey = ("ws", m, n, k)
+            if wkey not in scratch:
+                scratch[wkey] = (torch.empty(split * tiles * bm * bn, dtype=torch.float32, device=a.device),
+                                 torch.zeros(tiles, dtype=torch.int32, device=a.device))
+            ws, cnt = scratch[wkey]
+            _gemm_sk[(tiles * split,)](a_in, b_in, a_s, b_s, c, ws, cnt, m, n, k, b_s.shape[0], BLOCK_M=bm,
+                                       BLOCK_N=bn, GROUP_M=8, SPLIT=split, num_warps=warps, num_stages=stages)
+            return c
         if host_desc:
             from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: PLC0415
 
@@ -195,6 +287,7 @@ def main() -> int:
     p.add_argument("--deadline", type=float, default=420)
     p.add_argument("--smoke", action="store_true")
     p.add_argument("--variants", default="pre_ws,pre_ws_hd,pre_ws_stc,pre_ws_k64,pre_ws_k64_stc,pre_ws_two,inreg_ws_k64")
+    p.add_argument("--configs", default="", help="BMxBNxWARPSxSTAGES,... (default: the built-in list)")
     args = p.parse_args()
     sys.path.insert(0, str(ROOT / "evaluator" / "tasks" / "amd_fp8_mm"))
     sys.path.insert(0, str(ROOT / "evaluator" / "tasks"))
@@ -207,7 +300,7 @@ def main() -> int:
     spec = yaml.safe_load((ROOT / "evaluator/tasks/amd_fp8_mm/task.yml").read_text())
     shapes = [(b["m"], b["n"], b["k"], b["seed"]) for b in spec["benchmarks"]]
     if args.smoke:
-        shapes = [(128, 192, 256, 1), (64, 128, 128, 2)]
+        shapes = [(128, 192, 256, 1), (64, 128, 128, 2), (64, 128, 1024, 3)]
     variants = args.variants.split(",")
     began = time.time()
     flush = None if args.smoke else torch.empty(int(128e6), dtype=torch.int8, device=device)
@@ -237,7 +330,8 @@ def main() -> int:
             anchors[f"host floor: {name}"] = leaderboard_us(lambda _: probe(), None, flush, calls=200)
             print(f"host floor: {name}: {anchors[f'host floor: {name}']:.1f} us", flush=True)
     for variant in variants:
-        for cfg in CONFIGS[:2] if args.smoke else CONFIGS:
+        configs = [tuple(int(x) for x in c.split("x")) for c in args.configs.split(",")] if args.configs else CONFIGS
+        for cfg in configs[:2] if args.smoke else configs:
             if time.time() - began > args.deadline:
                 print("deadline reached", flush=True)
                 break
@@ -265,6 +359,16 @@ def main() -> int:
             print(f"{variant:14s} {str(cfg):20s} fail={bad} err={err} "
                   f"do_bench={row.get('geomean_do_bench', math.nan):.1f} "
                   f"leaderboard={row.get('geomean_leaderboard', math.nan):.1f}", flush=True)
+    best: dict[str, tuple[float, str]] = {}
+    for row in rows:
+        if row["failed_shapes"] == 0 and not row["error"]:
+            for label, us in row["do_bench"].items():
+                if label not in best or us < best[label][0]:
+                    best[label] = (us, f"{row['variant']} {row['config']}")
+    if best and len(best) == len(inputs):
+        print(f"best design per shape (do_bench): geomean {geomean([v[0] for v in best.values()]):.1f} us")
+        for label, (us, what) in best.items():
+            print(f"  {label:>16}: {us:7.1f} us  {what}")
     Path(args.out).write_text(json.dumps({"anchors": anchors, "rows": rows,
                                           "versions": {"torch": torch.__version__, "triton": triton.__version__}},
                                          indent=1))

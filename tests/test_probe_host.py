@@ -24,7 +24,9 @@ def test_it_profiles_the_calls_of_a_submission(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     (row,) = json.loads((tmp_path / "probe.json").read_text())["rows"]
     assert row["shape"] == "64x64x128" and row["calls"] == 2
-    assert 0 < row["host_median_us"] <= row["host_max_us"] and row["gc_pause_us"] >= 0
+    assert set(row["modes"]) == {"harness", "no_flush", "reused_inputs", "no_sync_before", "profiled"}
+    for mode in row["modes"].values():
+        assert 0 < mode["median"] <= mode["max"] and mode["gc_pause_us"] >= 0
     assert "custom_kernel" in row["profile"]
 
 
