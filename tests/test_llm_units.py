@@ -146,3 +146,16 @@ def test_retrieval_ranks_findings_and_digests_by_relevance():
     assert not any(p.text.startswith("NUM_WARPS") for p in found)
     assert any("Split-K" in p.title for p in found)
     assert knowledge.retrieve("zzz qqq", [], 3) == []
+
+
+def test_the_system_prompt_names_the_scenarios_problem_and_device(tmp_path):
+    from agents.llm import LLMService  # the service renders it once per campaign
+
+    stencil = load_scenario(SCENARIOS / "stencil_h200.toml")
+    with Blackboard(tmp_path / "b.sqlite") as board:
+        text = LLMService(stencil, board, lambda: 0.0).system
+        assert '"stencil"' in text and "the local GPU" in text
+        assert "fp8" not in text.lower() and "MI300X" not in text
+        fp8 = load_scenario(SCENARIOS / "amd_fp8_mm_claude.toml")
+        text = LLMService(fp8, board, lambda: 0.0).system
+    assert '"amd_fp8_mm"' in text and fp8.evaluator.backend == "simulated" and "MI300X" in text

@@ -52,6 +52,10 @@ class LLMService:
 
     def __init__(self, scenario: Scenario, board: Blackboard, now: Callable[[], float]):
         self.cfg: LLMConfig = scenario.llm
+        ev = scenario.evaluator
+        # A local backend times on whatever GPU the machine has; the simulated one on its model.
+        device = "the local GPU" if ev.backend == "local" else _prompts.DEVICE_WORDS.get(ev.device, ev.device)
+        self.system = _prompts.system(scenario.task_path().name, device)
         self.kind = scenario.agents.brain
         self.board = board
         self.now = now
@@ -151,7 +155,7 @@ class LLMBrain:
 
     # ---- one question: an ask and at most one repair ------------------------------------
     async def _ask(self, role: str, prompt: str, decode):
-        system = _prompts.system()
+        system = self.service.system
         messages = [{"role": "user", "content": prompt}]
         for turn in ("ask", "repair"):
             reply = await self._exchange(role, turn, system, messages)

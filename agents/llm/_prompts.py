@@ -28,8 +28,15 @@ def template(name: str) -> Template:
     return Template((_DIR / f"{name}.md").read_text(encoding="utf-8"))
 
 
-def system() -> str:
-    return template("system").template.strip()
+# What the evaluator times on, in the words a kernel engineer would use.
+DEVICE_WORDS = {"mi300x": "the AMD Instinct MI300X (CDNA3)", "h200": "the NVIDIA H200 (Hopper)",
+                "h100": "the NVIDIA H100 (Hopper)"}
+
+
+def system(problem: str = "amd-fp8-mm", device: str = "the AMD Instinct MI300X (CDNA3)") -> str:
+    """The stable system prompt: the problem (the task folder's name) and the device named, nothing
+    of any one problem assumed."""
+    return template("system").substitute(problem=line(problem, 80), device=line(device, 80)).strip()
 
 
 def _us(value: float | None) -> str:
