@@ -335,7 +335,7 @@ def _generic_variants():
 
 def test_the_generic_catalogue_has_no_gemm_rewrites():
     names = {t.name for t in knowledge.catalogue("nvidia", "any")}
-    assert names == {"block_size", "launch_warps", "launch_stages"}
+    assert names == {"block_size", "launch_warps", "launch_stages", "direct_launch"}
     assert not names & {t.name for t in knowledge.catalogue("nvidia")}
     assert load_task(PROBLEMS / "stencil").kernels() == "any" and load_task(FP8).kernels() == "gemm"
 
@@ -406,7 +406,7 @@ def test_a_campaign_on_a_non_gemm_folder_improves_its_seed(tmp_path):
     assert status["best"]["score_us"] < status["seed_score_us"]
     with open_existing(db) as board:
         tried = {h.technique for h in board.hypotheses()}
-        assert tried and tried <= {"block_size", "launch_warps", "launch_stages"}
+        assert tried and tried <= {"block_size", "launch_warps", "launch_stages", "direct_launch"}
         seed = next(k for k in board.kernels() if k.author == "seed")
         assert seed.source == (PROBLEMS / "stencil" / "submission.py").read_text()
 
@@ -430,3 +430,88 @@ def test_check_folders_prints_every_verdict(tmp_path, how):
     bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "check_folders.py"), str(tmp_path)],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "no task.yml there" in bad.stderr and "Traceback" not in bad.stderr
+
+
+# ---- direct_launch: the lean host path for any Triton kernel --------------------------------
+class _Compiled:
+    """Stands in for Triton's CompiledKernel: ``compiled[grid](*every_parameter)`` launches."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def __getitem__(self, grid):
+        return lambda *params: self.log.append(("direct", grid, params))
+
+
+class _Kernel:
+    """Stands in for a JITFunction: ``kernel[grid](*args, **kwargs)`` is the JIT path."""
+
+    arg_names = ["x_ptr", "out_ptr", "n", "BLOCK"]
+
+    def __init__(self, jit_returns=True):
+        self.log, self.jit_returns = [], jit_returns
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.log.append(("jit", grid, args, kwargs))
+            return _Compiled(self.log) if self.jit_returns else None
+        return launch
+
+
+def _helper():
+    from knowledge.techniques.direct import HELPER
+
+    space: dict = {}
+    exec(HELPER, space)  # noqa: S102 - the exact text the technique writes into a submission
+    return space["_ks_launch"]
+
+
+def test_direct_launch_takes_the_jit_path_once_per_specialisation():
+    import torch
+
+    launch, kernel = _helper(), _Kernel()
+    x, out = torch.zeros(64), torch.zeros(64)
+    for _ in range(3):
+        launch(kernel, (4,), (x, out, 64), {"BLOCK": 16, "num_warps": 4})
+    assert [e[0] for e in kernel.log] == ["jit", "direct", "direct"]
+    assert kernel.log[1] == ("direct", (4, 1, 1), (x, out, 64, 16))  # every parameter, in order
+    launch(kernel, (4,), (x, out, 65), {"BLOCK": 16, "num_warps": 4})  # another size: compiles anew
+    launch(kernel, (4,), (x[1:], out, 64), {"BLOCK": 16, "num_warps": 4})  # misaligned: anew
+    launch(kernel, (4,), (x.double(), out, 64), {"BLOCK": 16, "num_warps": 4})  # another dtype: anew
+    launch(kernel, (4,), (x, out, 64), {"BLOCK": 32, "num_warps": 4})  # another constexpr: anew
+    assert [e[0] for e in kernel.log[3:]] == ["jit"] * 4
+
+
+def test_direct_launch_stays_on_the_jit_path_where_it_must():
+    import torch
+
+    launch = _helper()
+    x = torch.zeros(8)
+    interpreted = _Kernel(jit_returns=False)  # Triton's interpreter returns no compiled kernel
+    unnamed = _Kernel()  # BLOCK left to a default or an autotuner: the call does not name it
+    for _ in range(2):
+        launch(interpreted, (1,), (x, x, 8), {"BLOCK": 8})
+        launch(unnamed, (1,), (x, x, 8), {})
+        launch(unnamed, lambda meta: (1,), (x, x, 8), {"BLOCK": 8})  # a grid function
+    assert [e[0] for e in interpreted.log] == ["jit", "jit"]
+    assert [e[0] for e in unnamed.log] == ["jit"] * 4
+
+
+@pytest.mark.parametrize("name", ["vecadd", "rowstats", "stencil"])
+async def test_direct_launch_rewrites_every_launch_and_passes_in_cpu_mode(on_cpu, name):
+    seed = (PROBLEMS / name / "submission.py").read_text()
+    technique = knowledge.technique("direct_launch")
+    (variant,) = technique.variants(seed)
+    source = technique.apply(seed, variant.params)
+    assert "_ks_launch(" in source and "[grid](" not in source.split("def _ks_launch")[0].split("HELPER")[-1]
+    assert technique.detect(source) == {"launch": "direct"}
+    assert technique.apply(source, variant.params) == source  # applied once only
+    report = await on_cpu[name].evaluate(source, submission_id=7, secret_seed=3)
+    assert report.outcome is Outcome.PASSED, report.reason
+
+
+def test_direct_launch_is_not_applicable_without_a_jit_launch():
+    from knowledge import NotApplicable
+
+    with pytest.raises(NotApplicable, match="no kernel\\[grid\\]"):
+        knowledge.technique("direct_launch").variants("import torch\n\ndef custom_kernel(x):\n    return x * 2\n")

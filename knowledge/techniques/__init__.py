@@ -6,6 +6,7 @@ from .._base import Technique
 from .amd_knobs import AmdKnobs
 from .compound import Compound
 from .crossover import Crossover
+from .direct import DirectLaunch
 from .dispatch import ShapeDispatch
 from .hopper import ConversionPrepass, TensorDescriptors, WarpSpecialize
 from .launch import BlockSize, LaunchStages, LaunchWarps
@@ -37,6 +38,7 @@ _CLASSES = (
     BlockSize,
     LaunchWarps,
     LaunchStages,
+    DirectLaunch,
 )
 _SINGLE: tuple[Technique, ...] = tuple(cls() for cls in _CLASSES)
 _GEMM_COMPOUND = Compound([item for item in _SINGLE if "gemm" in item.kernels])
