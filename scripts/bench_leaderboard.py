@@ -13,6 +13,10 @@ with --do-bench, the published anchors' protocol: the median of triton.testing.d
 input set (launches queued back to back: GPU time only).
 
     python scripts/bench_leaderboard.py [FILE.py ...] [--db runs/x.sqlite ...] [--do-bench] [--out bench.json]
+        [--unseen N [--unseen-seed S]]
+
+With --unseen N the ranked shapes are replaced by N shapes nobody tuned for, drawn log-uniformly
+(m and n multiples of 64 up to 8192 and 32768, k a multiple of 128 up to 16384; GEMM tasks only).
 """
 
 from __future__ import annotations
@@ -80,6 +84,31 @@ def _do_bench(fn, ref, shape) -> float:
     return round(1000 * triton.testing.do_bench(lambda: fn(data), warmup=5, rep=25), 2)
 
 
+def unseen_shapes(count: int, seed: int, limits=(8192, 32768, 16384)):
+    """``count`` (m, n, k): m and n multiples of 64, k of 128, log-uniform up to ``limits``, so
+    small and large shapes are drawn alike; reproducible from ``seed``."""
+    import math
+    import random
+
+    rng = random.Random(seed)
+
+    def draw(step: int, top: int) -> int:
+        return step * max(1, round(2 ** rng.uniform(0, math.log2(top // step))))
+
+    return [(draw(64, limits[0]), draw(64, limits[1]), draw(128, limits[2])) for _ in range(count)]
+
+
+def _with_unseen_shapes(task, count: int, seed: int):
+    import msgspec
+
+    from blackboard.records import Shape
+
+    if task.kernels() != "gemm":
+        raise SystemExit("bench_leaderboard: --unseen draws m, n, k shapes: it needs a GEMM task")
+    shapes = [Shape(m=m, n=n, k=k, seed=seed * 1000 + i) for i, (m, n, k) in enumerate(unseen_shapes(count, seed))]
+    return msgspec.structs.replace(task, benchmarks=shapes)
+
+
 def main() -> int:
     import torch
 
@@ -106,9 +135,14 @@ def main() -> int:
     p.add_argument("--skip", default="", help="comma-separated anchors to leave out (reference, scaled_mm, seed)")
     p.add_argument("--same-inputs", action="store_true",
                    help="diagnosis: also time each method with the warm-up's inputs reused for every call")
+    p.add_argument("--unseen", type=int, default=0, metavar="N",
+                   help="time N random shapes nobody tuned for instead of the ranked ones (GEMM tasks)")
+    p.add_argument("--unseen-seed", type=int, default=1)
     args = p.parse_args()
 
     task = load_task(args.task)
+    if args.unseen:
+        task = _with_unseen_shapes(task, args.unseen, args.unseen_seed)
     ref = import_reference(task.modules)
     gpu = torch.cuda.get_device_name(0)
     spec = DEVICES[device_spec_for(gpu)]
