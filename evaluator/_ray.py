@@ -237,26 +237,20 @@ class RayBackend:
         return await self._parent.prescreen(source)
 
     def reference_report(self) -> EvalReport:
-        """The task's PyTorch reference timed on some GPU of the cluster (the campaign's anchor)."""
+        """The task's PyTorch reference timed on some GPU of the cluster (the campaign's anchor),
+        with the same retries as an evaluation; called before the campaign's loop starts."""
         req = self._parent.request("", 0, reference=True)
-        ref = self._submit(req)
-        began = time.perf_counter()
-        try:
-            data = self._ray.get(ref, timeout=self.timeout_s + 120)
-        except self._ray.exceptions.GetTimeoutError:
-            self._ray.cancel(ref, force=True)
-            raise ClusterError(f"the reference run did not finish within {self.timeout_s + 120:g} s on the "
-                               f"Ray cluster at {self.gcs}") from None
-        except self._ray.exceptions.RayError as exc:
-            raise ClusterError(f"the reference run failed on the Ray cluster at {self.gcs}: {_cause(exc)}") from None
-        return self._judge(data, 0, 0, time.perf_counter() - began, [])
+        return anyio.run(self._attempts, req, 0, 0, backend="trio")
 
     async def evaluate(self, source: str, *, submission_id: int, secret_seed: int) -> EvalReport:
         rejected = rule_verdict(source, own_kernel=self._parent.own_kernel)
         if rejected:
             return self._parent._report(Outcome.REJECTED_BY_RULE, rejected, submission_id, secret_seed,
                                         where=self._cluster(), backend="ray")
-        req = self._parent.request(source, secret_seed)
+        return await self._attempts(self._parent.request(source, secret_seed), submission_id, secret_seed)
+
+    async def _attempts(self, req: GpuRequest, submission_id: int, secret_seed: int) -> EvalReport:
+        """One evaluation: re-submitted when its node or worker dies, judged here once."""
         lost: list[str] = []
         for attempt in range(1, ATTEMPTS + 1):
             began = time.perf_counter()

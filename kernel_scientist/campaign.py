@@ -187,13 +187,14 @@ def _is_interrupt(exc: BaseException) -> bool:
 
 
 def _lost(exc: BaseException):
-    """The ClusterLost that ended the agents, alone or inside the task groups' exception groups."""
-    from evaluator import ClusterLost
+    """The ClusterError (a lost cluster, or a host that cannot run the harness) that ended the
+    agents, alone or inside the task groups' exception groups."""
+    from evaluator import ClusterError
 
-    if isinstance(exc, ClusterLost):
+    if isinstance(exc, ClusterError):
         return exc
     if isinstance(exc, BaseExceptionGroup):
-        group = exc.subgroup(ClusterLost)
+        group = exc.subgroup(ClusterError)
         while isinstance(group, BaseExceptionGroup):
             group = group.exceptions[0]
         return group

@@ -87,13 +87,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _handle(args) -> int:
     from blackboard import BlackboardError, ScenarioError
-    from evaluator import TaskError
+    from evaluator import ClusterError, TaskError
     from kernel_scientist.backends import BackendUnavailable
     from kernel_scientist.campaign import Interrupted, Stopped
 
     try:
         return args.handler(args)
-    except (UsageError, ScenarioError, BlackboardError, TaskError, BackendUnavailable) as exc:
+    except (UsageError, ScenarioError, BlackboardError, TaskError, BackendUnavailable, ClusterError) as exc:
         print(f"kernel-scientist: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except Interrupted as exc:
