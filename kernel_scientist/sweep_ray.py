@@ -79,12 +79,13 @@ def run_campaign(carried: bytes) -> bytes:
     node = f"{ray.util.get_node_ip_address()}/{ray.get_runtime_context().get_node_id()[:8]}"
     folder = Path(tempfile.mkdtemp(prefix="ks-sweep-"))
     began = time.perf_counter()
-    try:
+    carried_to = folder / "carried"  # not the working directory: `python -m` imports from there, and a
+    try:                             # carried evaluator/tasks/... would shadow the installed package
         for rel, data in job.files.items():
-            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
-            (folder / rel).write_bytes(data)
+            (carried_to / rel).parent.mkdir(parents=True, exist_ok=True)
+            (carried_to / rel).write_bytes(data)
         db = folder / "run.sqlite"
-        argv = command(folder / job.scenario, msgspec.structs.replace(job.run, db=str(db)), job.overrides)
+        argv = command(carried_to / job.scenario, msgspec.structs.replace(job.run, db=str(db)), job.overrides)
         proc = subprocess.run(argv, cwd=folder, capture_output=True, text=True,
                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
         if proc.returncode != 0:
