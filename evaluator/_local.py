@@ -120,11 +120,11 @@ class LocalBackend:
         try:
             compile(source, "submission.py", "exec")
         except SyntaxError as exc:
-            return self._report(Outcome.COMPILE_ERROR, f"syntax error at line {exc.lineno}: {exc.msg}", 0, 0)
+            return self.report(Outcome.COMPILE_ERROR, f"syntax error at line {exc.lineno}: {exc.msg}", 0, 0)
         rejected = rule_verdict(source, own_kernel=self.own_kernel)
         if rejected:
-            return self._report(Outcome.REJECTED_BY_RULE, rejected, 0, 0)
-        return self._report(Outcome.PASSED, "static rules and syntax clean", 0, 0)
+            return self.report(Outcome.REJECTED_BY_RULE, rejected, 0, 0)
+        return self.report(Outcome.PASSED, "static rules and syntax clean", 0, 0)
 
     def reference_report(self) -> EvalReport:
         """Time the task's own PyTorch reference on the first GPU (the leaderboard's anchor)."""
@@ -133,7 +133,7 @@ class LocalBackend:
     async def evaluate(self, source: str, *, submission_id: int, secret_seed: int) -> EvalReport:
         rejected = rule_verdict(source, own_kernel=self.own_kernel)
         if rejected:
-            return self._report(Outcome.REJECTED_BY_RULE, rejected, submission_id, secret_seed)
+            return self.report(Outcome.REJECTED_BY_RULE, rejected, submission_id, secret_seed)
         async with self._slots:
             gpu = self._free.pop(0)
             try:
@@ -171,7 +171,7 @@ class LocalBackend:
               backend: str = "local", notes: str = "") -> EvalReport:
         """The verdict on one harness run, computed here from what the process left behind: its
         token-checked result (statistics from the raw samples), or why there is none."""
-        report = functools.partial(self._report, submission_id=submission_id, secret_seed=secret_seed,
+        report = functools.partial(self.report, submission_id=submission_id, secret_seed=secret_seed,
                                    wall=run.wall_s, where=where, backend=backend, notes=notes)
         if run.timed_out:
             return report(Outcome.TIMEOUT, f"exceeded the {self.timeout_s:g} s limit; its process group "
@@ -210,12 +210,12 @@ class LocalBackend:
                                       host_us=host_work))
         score = self.task.score([x.time_us for x in shapes])
         calls = sum(len(s.event_us) for s in result.samples)
-        return self._report(Outcome.PASSED, f"passed {len(self.task.tests)} tests and {len(shapes)} ranked "
+        return self.report(Outcome.PASSED, f"passed {len(self.task.tests)} tests and {len(shapes)} ranked "
                             f"shapes ({calls} timed calls, each re-checked)", submission_id, secret_seed,
                             wall=wall, score=score, shapes=shapes, versions=result.versions, where=where,
                             backend=backend, notes=notes)
 
-    def _report(self, outcome, reason, submission_id, secret_seed, wall=0.0, score=None, shapes=(),
+    def report(self, outcome, reason, submission_id, secret_seed, wall=0.0, score=None, shapes=(),
                 versions=None, where: Where | None = None, backend: str = "local", notes: str = "") -> EvalReport:
         where = where or Where(device=self.device_name, driver=self.driver, sm_clock="")
         prov = Provenance(

@@ -17,7 +17,7 @@
 - **Cancellation.** The waiting coroutine polls ``ray.wait`` from a worker thread in half-second
   steps, so no thread is ever abandoned; when its scope is cancelled it force-cancels the task
   (which kills the worker and, through its parent-death signal, the harness) and waits, shielded
-  and bounded, until Ray says it ended.
+  and bounded, until Ray confirms it (the processes are gone milliseconds later; a test checks).
 - **Losing the cluster.** Ray's driver ends its whole process 60 s after it loses the cluster's
   head (the GCS), and a GCS call made meanwhile blocks. So while it waits the backend knocks on the
   head's port every few seconds and raises ``ClusterLost`` first: the campaign stops cleanly with
@@ -245,7 +245,7 @@ class RayBackend:
     async def evaluate(self, source: str, *, submission_id: int, secret_seed: int) -> EvalReport:
         rejected = rule_verdict(source, own_kernel=self._parent.own_kernel)
         if rejected:
-            return self._parent._report(Outcome.REJECTED_BY_RULE, rejected, submission_id, secret_seed,
+            return self._parent.report(Outcome.REJECTED_BY_RULE, rejected, submission_id, secret_seed,
                                         where=self._cluster(), backend="ray")
         return await self._attempts(self._parent.request(source, secret_seed), submission_id, secret_seed)
 
@@ -261,7 +261,7 @@ class RayBackend:
                 await anyio.to_thread.run_sync(self._check_cluster)
                 continue
             return self._judge(data, submission_id, secret_seed, time.perf_counter() - began, lost)
-        return self._parent._report(
+        return self._parent.report(
             Outcome.CRASH, f"every one of {ATTEMPTS} attempts lost its Ray worker ({'; '.join(lost)}): a "
             "kernel that kills its worker or exhausts the host's memory, or a failing cluster",
             submission_id, secret_seed, where=self._cluster(), backend="ray")

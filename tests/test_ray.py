@@ -154,6 +154,46 @@ def test_a_campaign_on_three_nodes_survives_a_killed_node_and_records_every_eval
     assert "backend ray" in out or "backend ray" in err or "ray" in out
 
 
+def _harnesses() -> set[int]:
+    pids = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if b"evaluator._gpu_harness" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                pids.add(int(pid))
+        except OSError:
+            pass
+    return pids
+
+
+async def test_a_cancelled_evaluation_leaves_nothing_running_on_the_cluster(cluster, workdir):
+    """This test's process is the Ray driver: the backend's own cancellation path, for real."""
+    import trio
+
+    from evaluator import RayBackend, load_task
+
+    backend = RayBackend(load_task(workdir / "tasks" / "small"), address=cluster.address, timeout_s=120,
+                         max_calls=3, shape_budget_s=0.2, device="cpu")
+    with backend:
+        hang = (ROOT / "tests" / "attacks" / "infinite_loop.py").read_text()
+        with trio.move_on_after(60) as scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(lambda: backend.evaluate(hang, submission_id=1, secret_seed=2))
+                while not _harnesses():  # the candidate spins in its harness on some worker
+                    await trio.sleep(0.2)
+                spinning = _harnesses()
+                nursery.cancel_scope.cancel()
+        assert not scope.cancelled_caught  # the nursery ended because we cancelled it, well within 60 s
+        # Ray confirms the force-cancel once the kill is under way; the worker and its harness (by
+        # their parent-death signal) are gone a few milliseconds later: killed, not abandoned.
+        with trio.move_on_after(5):
+            while _harnesses() & spinning:
+                await trio.sleep(0.05)
+        assert not (_harnesses() & spinning)
+        report = await backend.evaluate(load_task(workdir / "tasks" / "small").seed_source, submission_id=3,
+                                        secret_seed=2)
+        assert report.outcome == "passed" and report.provenance.backend == "ray"  # the cluster is fine after
+
+
 def test_in_flight_beyond_the_clusters_cpus_is_one_line_and_no_file(cluster, workdir):
     proc = cli("run", "ray.toml", "--db", "x.sqlite", "--set", "evaluator.in_flight=5",
                "--set", f"evaluator.ray_address={cluster.address}", cwd=workdir)
