@@ -314,6 +314,8 @@ class RayBackend:
         got = msgspec.msgpack.decode(data, type=RayRun)
         overhead = max(0.0, elapsed - got.run.wall_s)
         notes = f"ray node {got.where.node}, overhead {overhead:.2f} s" + "".join(f"; {x}" for x in lost)
+        if got.where.device != self.device_name:  # a mixed cluster: scores of two GPU models side by side
+            notes += f"; not the campaign's GPU model ({self.device_name})"
         return self._parent.judge(got.run, submission_id, secret_seed, got.where, backend="ray", notes=notes)
 
 
