@@ -230,7 +230,7 @@ def test_a_lost_cluster_stops_the_campaign_cleanly_and_resume_continues(workdir)
 
 
 def test_sweep_on_ray_gives_the_local_sweeps_table(cluster, tmp_path):
-    args = ("sweep", str(SCENARIOS / "smoke.toml"), "--vary", "agents.engineers=1,2", "--set", "campaign.hours=1")
+    args = ("sweep", str(SCENARIOS / "smoke.toml"), "--vary", "agents.engineers=1,2", "--set", "campaign.hours=0.5")
     local = cli(*args, "--out", str(tmp_path / "local"), "--jobs", "2", timeout=300)
     spread = cli(*args, "--out", str(tmp_path / "ray"), "--ray", cluster.address, timeout=300)
     assert local.returncode == 0, local.stderr[-2000:]
@@ -246,3 +246,33 @@ def test_sweep_on_ray_gives_the_local_sweeps_table(cluster, tmp_path):
     for r in b.runs:  # the campaigns came back as whole blackboards where a local sweep puts them
         with open_existing(r.run.db) as board:
             assert board.campaign().virtual_time and board.evaluations()
+
+
+def test_ray_compare_runs_the_same_kernels_on_both_backends(cluster, tmp_path):
+    """scripts/ray_compare.py, the GPU session's comparison, in its CPU dry-run mode."""
+    out = tmp_path / "compare.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "ray_compare.py"), "--device", "cpu", "--small",
+                           "--address", cluster.address, "--kernels", "1", "--max-calls", "3", "--shape-budget", "0.2",
+                           "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = msgspec.json.decode(out.read_bytes())
+    assert summary["verdicts_agree"] == 1 and [r["backend"] for r in summary["rows"]] == ["local", "ray"]
+    assert 0 <= summary["ray_overhead_recorded_mean_s"] < 5
+    assert "verdicts agree on 1 of 1 kernels" in proc.stdout
+
+
+def test_slim_wheel_drops_folders_and_their_record_lines(tmp_path):
+    import zipfile
+
+    wheel = tmp_path / "pkg-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for name in ("pkg/__init__.py", "pkg/jars/big.jar", "pkg/core.py"):
+            z.writestr(name, "x")
+        z.writestr("pkg-1.0.dist-info/RECORD", "pkg/__init__.py,sha256=a,1\npkg/jars/big.jar,sha256=b,1\n"
+                   "pkg/core.py,sha256=c,1\npkg-1.0.dist-info/RECORD,,\n")
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "slim_wheel.py"), str(wheel), "--out",
+                           str(tmp_path / "slim"), "--drop", "pkg/jars"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    with zipfile.ZipFile(tmp_path / "slim" / wheel.name) as z:
+        assert sorted(z.namelist()) == ["pkg-1.0.dist-info/RECORD", "pkg/__init__.py", "pkg/core.py"]
+        assert "jars" not in z.read("pkg-1.0.dist-info/RECORD").decode()
