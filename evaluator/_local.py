@@ -38,6 +38,7 @@ _STATUS = {"compile_error": Outcome.COMPILE_ERROR, "crash": Outcome.CRASH, "oom"
            "rejected": Outcome.REJECTED_BY_RULE, "wrong_output": Outcome.WRONG_OUTPUT}
 _HOST_SLACK = 1.5  # host time beyond 1.5x the events (+ launch slack) means work the events missed
 _HOST_SLACK_US = 300.0
+CPU_DEVICE = "CPU (Triton interpreter, test mode)"  # the device name of the CPU mode's reports
 
 
 def _gpu_ids() -> list[str]:
@@ -100,7 +101,7 @@ class LocalBackend:
             raise RuntimeError("the local backend found no GPU (nvidia-smi and torch see none); "
                                "use evaluator.backend = \"simulated\" on this machine")
         cpu = device == "cpu"
-        self.device_name = "CPU (Triton interpreter, test mode)" if cpu else (_smi("name") or "GPU")
+        self.device_name = CPU_DEVICE if cpu else (_smi("name") or "GPU")
         self.driver = "" if cpu else _smi("driver_version")
         self.spec = DEVICES[device_spec_for(self.device_name)]
         self._free = list(self.gpus)

@@ -41,7 +41,7 @@ import msgspec
 
 from blackboard.records import EvalReport, Outcome
 from evaluator._devices import DEVICES, l2_flush_bytes
-from evaluator._local import HarnessRun, LocalBackend, Where, device_spec_for, run_harness
+from evaluator._local import CPU_DEVICE, HarnessRun, LocalBackend, Where, device_spec_for, run_harness
 from evaluator._rules import rule_verdict
 from evaluator._task import Task
 from evaluator._wire import GpuRequest
@@ -50,7 +50,6 @@ ATTEMPTS = 3  # submissions of one evaluation whose node or worker died, before 
 _POLL_S = 0.5  # how long one ray.wait blocks a worker thread
 _PROBE_S = 2.0  # how often a waiting evaluation checks that the cluster's head still answers
 _CANCEL_GRACE_S = 15.0  # how long a cancelled evaluation waits for Ray to confirm the task ended
-_CPU_NAME = "CPU (Triton interpreter, test mode)"  # the local backend's name for its CPU mode
 
 
 class ClusterError(Exception):
@@ -100,7 +99,7 @@ def _here(device: str) -> Where:
     ctx = ray.get_runtime_context()
     node = f"{ray.util.get_node_ip_address()}/{ctx.get_node_id()[:8]}"
     if device == "cpu":
-        return Where(device=_CPU_NAME, node=node)
+        return Where(device=CPU_DEVICE, node=node)
     gpu = _gpu()
     name = _smi("name", gpu)
     if not name:  # ROCm, or no nvidia-smi: torch names it (in this short-lived worker only)
@@ -137,6 +136,35 @@ def evaluate_remote(job: bytes) -> bytes:
 
 
 # ---- in the campaign's process ---------------------------------------------------------------
+def join_cluster(address: str) -> str:
+    """Make this process a driver of the Ray cluster at ``address`` (once per process) and return
+    its head's (GCS) address. "" joins a cluster started on this machine, else starts a new local
+    one; "auto" insists on an existing one. A HOST:PORT that nothing answers on is refused at once
+    (Ray itself would retry for a minute, logging). Raises ClusterError (one line)."""
+    try:
+        import ray
+    except ImportError:
+        raise ClusterError("Ray is not installed here; pip install -e '.[ray]' (on this host and every "
+                           "worker host)") from None
+    if not ray.is_initialized():
+        if address not in ("", "auto") and not address.startswith("ray://"):
+            host, _, port = address.rpartition(":")
+            if not host or not port.isdigit():
+                raise ClusterError(f"ray address {address!r}: expected HOST:PORT (the head's, e.g. 10.0.0.5:6379), "
+                                   "'auto', or nothing for this machine")
+            try:
+                socket.create_connection((host, int(port)), timeout=5).close()
+            except OSError as exc:
+                raise ClusterError(f"nothing answers at {address} ({exc.strerror or exc}); start the head there "
+                                   "with `ray start --head`, or give its address") from None
+        try:
+            ray.init(address=address or None, log_to_driver=False, logging_level="WARNING")
+        except Exception as exc:  # ConnectionError, ValueError, RuntimeError: Ray's words, one line
+            where = f"at {address}" if address else "on this machine"
+            raise ClusterError(f"cannot join the Ray cluster {where}: {' '.join(str(exc).split())[:300]}") from None
+    return ray.get_runtime_context().gcs_address
+
+
 class _Lost(Exception):
     """One attempt's node or worker died (Ray's error, in words)."""
 
@@ -153,11 +181,9 @@ class RayBackend:
         ClusterError (one line) before anything is written."""
         if device not in ("cuda", "cpu"):
             raise ValueError(f"device must be 'cuda' or 'cpu', not {device!r}")
-        try:
-            import ray
-        except ImportError:
-            raise ClusterError("Ray is not installed here; pip install -e '.[ray]' (on this host and every "
-                               "worker host)") from None
+        self.gcs = join_cluster(address)
+        import ray
+
         self._ray = ray
         self.task = task
         self.device = device
@@ -168,35 +194,29 @@ class RayBackend:
                                     shape_budget_s=shape_budget_s, gpus=["ray"], device=device,
                                     own_kernel=own_kernel)
         self._sources = {name: open(path).read() for name, path in task.modules.items()}
-        self._connect(address, in_flight)
-        need = {"num_cpus": 1} if device == "cpu" else {"num_cpus": 1, "num_gpus": 1}
-        self._evaluate = ray.remote(evaluate_remote).options(max_retries=0, retry_exceptions=False, **need)
-        first = self._start_up_check(ray.remote(describe).options(max_retries=0, **need))
+        try:
+            self._check_size(in_flight)
+            need = {"num_cpus": 1} if device == "cpu" else {"num_cpus": 1, "num_gpus": 1}
+            self._evaluate = ray.remote(evaluate_remote).options(max_retries=0, retry_exceptions=False, **need)
+            first = self._start_up_check(ray.remote(describe).options(max_retries=0, **need))
+        except ClusterError:
+            ray.shutdown()  # a refused start leaves nothing behind, a local Ray instance included
+            raise
         self.device_name = first.device
         self.driver = first.driver
 
     # ---- joining the cluster --------------------------------------------------------------
-    def _connect(self, address: str, in_flight: int) -> None:
-        ray = self._ray
-        where = f"at {address}" if address else "on this machine"
-        if not ray.is_initialized():
-            try:
-                ray.init(address=address or None, log_to_driver=False, logging_level="WARNING",
-                         configure_logging=True)
-            except Exception as exc:  # ConnectionError, ValueError, RuntimeError: Ray's words, one line
-                text = " ".join(str(exc).split())[:300]
-                raise ClusterError(f"cannot join the Ray cluster {where}: {text}") from None
-        self.gcs = ray.get_runtime_context().gcs_address
-        have = int(ray.cluster_resources().get(self.unit, 0))
-        start = f"`ray start --address={self.gcs}` on more hosts"
+    def _check_size(self, in_flight: int) -> None:
+        """The in-flight limit holds across the cluster, so it may not exceed what the cluster has."""
+        have = int(self._ray.cluster_resources().get(self.unit, 0))
+        join = f"`ray start --address={self.gcs}`"
         if have == 0:
-            raise ClusterError(f"the Ray cluster at {self.gcs} reports no {self.unit}; start its GPU hosts with "
-                               f"{start}" if self.unit == "GPU" else
-                               f"the Ray cluster at {self.gcs} reports no CPU for evaluations; add hosts with {start}")
+            raise ClusterError(f"the Ray cluster at {self.gcs} reports no {self.unit}; join a host that has one "
+                               f"with {join}")
         if in_flight > have:
             raise ClusterError(f"evaluator.in_flight = {in_flight} is more than the {have} {self.unit}"
                                f"{'s' if have > 1 else ''} the Ray cluster at {self.gcs} reports; set "
-                               f"evaluator.in_flight to at most {have}, or add hosts with {start}")
+                               f"evaluator.in_flight to at most {have}, or join more hosts with {join}")
 
     def _start_up_check(self, describe_task) -> Where:
         """One small task: that the workers can import this package, and what they run on."""

@@ -33,6 +33,12 @@ _RETRIES = 2  # a campaign whose node died starts again from scratch, at most th
 _MAX_BYTES = 64 * 1024 * 1024  # what one campaign may carry to its node: the scenario and its folder
 
 
+# The campaign of a local sweep, run so that it dies with the Ray worker running it: a cancelled or
+# killed task (Ctrl-C on the sweep) takes its campaign along instead of leaving it running.
+_DIES_WITH_THE_TASK = ("import sys; from evaluator._lifetime import die_with_parent; die_with_parent(); "
+                       "from kernel_scientist.cli import main; sys.exit(main(sys.argv[1:]))")
+
+
 class Carried(msgspec.Struct, frozen=True):
     """What a campaign takes to its node: files by relative path, and the run to start."""
 
@@ -51,10 +57,11 @@ class Returned(msgspec.Struct, frozen=True):
     node: str
 
 
-def carry(scenario: Path, overrides: list[str]) -> tuple[dict[str, bytes], str]:
+def carry(scenario: Path, overrides: list[str]) -> tuple[dict[str, bytes], str, list[str]]:
     """The scenario file and everything its campaign reads (the problem folder, the helper modules
     its files: list names, the seed kernel), keyed by their paths below their common folder, so
-    that relative paths in the scenario still resolve on the node. Raises ScenarioError."""
+    that relative paths in the scenario still resolve on the node; and the override that points an
+    absolute ``campaign.task`` at its copy. Raises ScenarioError."""
     from evaluator import load_task
 
     sc = load_scenario(scenario, overrides)
@@ -68,7 +75,9 @@ def carry(scenario: Path, overrides: list[str]) -> tuple[dict[str, bytes], str]:
     if size > _MAX_BYTES:
         raise ScenarioError(f"{scenario}: its problem folder {sc.task_path()} holds {size / 2**20:.0f} MiB, more "
                             f"than the {_MAX_BYTES / 2**20:.0f} MiB a campaign may carry to a Ray node")
-    return files, str(scenario.resolve().relative_to(root))
+    moved = ([f"campaign.task={os.path.relpath(sc.task_path(), scenario.resolve().parent)}"]
+             if Path(sc.campaign.task).is_absolute() else [])
+    return files, str(scenario.resolve().relative_to(root)), moved
 
 
 def run_campaign(carried: bytes) -> bytes:
@@ -86,7 +95,8 @@ def run_campaign(carried: bytes) -> bytes:
             (carried_to / rel).write_bytes(data)
         db = folder / "run.sqlite"
         argv = command(carried_to / job.scenario, msgspec.structs.replace(job.run, db=str(db)), job.overrides)
-        proc = subprocess.run(argv, cwd=folder, capture_output=True, text=True,
+        assert argv[1:3] == ["-m", "kernel_scientist.cli"]
+        proc = subprocess.run([argv[0], "-c", _DIES_WITH_THE_TASK, *argv[3:]], cwd=folder, capture_output=True, text=True,
                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
         if proc.returncode != 0:
             tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
@@ -102,23 +112,26 @@ def run_campaign(carried: bytes) -> bytes:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def join(address: str) -> None:
+    """Join the cluster at ``address`` ("" = one on this machine, else a new local one), before
+    anything is printed or run. Raises ScenarioError (one line)."""
+    from evaluator import ClusterError, join_cluster
+
+    try:
+        join_cluster(address)
+    except ClusterError as exc:
+        raise ScenarioError(f"--ray: {exc}") from None
+
+
 def execute(scenario: Path, runs: list[Run], overrides: list[str], address: str, jobs: int | None,
             done: Callable[[RunResult], None] = lambda r: None) -> list[RunResult]:
-    """Every campaign as a Ray task on the cluster at ``address`` ("" = one on this machine, else a
-    new local one), at most ``jobs`` at once (None: as many as the cluster's CPUs take); results in
-    the order of ``runs``. Raises ScenarioError when the cluster cannot be joined."""
-    try:
-        import ray
-    except ImportError:
-        raise ScenarioError("--ray: Ray is not installed here; pip install -e '.[ray]' (here and on every "
-                            "worker host)") from None
-    files, scenario_rel = carry(scenario, overrides)
-    if not ray.is_initialized():
-        try:
-            ray.init(address=address or None, log_to_driver=False, logging_level="WARNING")
-        except Exception as exc:  # Ray's ConnectionError / ValueError / RuntimeError, in one line
-            where = f"at {address}" if address else "on this machine"
-            raise ScenarioError(f"--ray: cannot join the Ray cluster {where}: {' '.join(str(exc).split())[:300]}") from None
+    """Every campaign as a Ray task on the cluster at ``address`` (joined here unless ``join``
+    was called), at most ``jobs`` at once (None: as many as the cluster's CPUs take); results in the
+    order of ``runs``. Raises ScenarioError when the cluster cannot be joined."""
+    files, scenario_rel, moved = carry(scenario, overrides)
+    join(address)
+    import ray
+
     remote = ray.remote(run_campaign).options(num_cpus=1, max_retries=_RETRIES)
     pending = list(enumerate(runs))
     running: dict = {}
@@ -127,8 +140,8 @@ def execute(scenario: Path, runs: list[Run], overrides: list[str], address: str,
         while pending or running:
             while pending and (jobs is None or len(running) < jobs):
                 i, run = pending.pop(0)
-                running[remote.remote(msgspec.msgpack.encode(Carried(files=files, scenario=scenario_rel, run=run,
-                                                                       overrides=overrides)))] = i
+                job = Carried(files=files, scenario=scenario_rel, run=run, overrides=[*overrides, *moved])
+                running[remote.remote(msgspec.msgpack.encode(job))] = i
             finished, _ = ray.wait(list(running), num_returns=1)
             for ref in finished:
                 i = running.pop(ref)

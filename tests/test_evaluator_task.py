@@ -52,7 +52,7 @@ def test_the_public_surface_is_declared():
 
     expected = {"ClusterError", "ClusterLost", "DEVICES", "DeviceSpec", "Launch", "LocalBackend", "MODEL_VERSION",
                 "RayBackend", "RuleFinding", "SandboxError",
-                "SimulatedBackend", "Task", "TaskError", "TaskMeta", "TensorArg", "TorchOp", "geomean", "load_task",
+                "SimulatedBackend", "Task", "TaskError", "TaskMeta", "TensorArg", "TorchOp", "geomean", "join_cluster", "load_task",
                 "speed_of_light_us", "static_findings"}
     assert set(evaluator.__all__) == expected
     assert all(hasattr(evaluator, name) for name in expected)

@@ -276,3 +276,16 @@ def test_slim_wheel_drops_folders_and_their_record_lines(tmp_path):
     with zipfile.ZipFile(tmp_path / "slim" / wheel.name) as z:
         assert sorted(z.namelist()) == ["pkg-1.0.dist-info/RECORD", "pkg/__init__.py", "pkg/core.py"]
         assert "jars" not in z.read("pkg-1.0.dist-info/RECORD").decode()
+
+
+def test_a_sweep_carries_the_scenario_and_its_folder_by_value(tmp_path):
+    from kernel_scientist.sweep_ray import carry
+
+    _small_task(tmp_path / "b")
+    (tmp_path / "a").mkdir()
+    scenario = tmp_path / "a" / "s.toml"
+    scenario.write_text(f'[campaign]\ntask = "{tmp_path / "b" / "tasks" / "small"}"\n')
+    files, where, moved = carry(scenario, [])
+    assert where == "a/s.toml" and moved == ["campaign.task=../b/tasks/small"]  # an absolute path, re-pointed
+    assert {"b/tasks/small/task.yml", "b/tasks/small/reference.py", "b/tasks/utils.py"} <= set(files)
+    assert files["b/tasks/utils.py"] == (tmp_path / "b" / "tasks" / "utils.py").read_bytes()

@@ -44,6 +44,11 @@ def _sweep(args) -> int:
     if (out / "runs").exists() and any((out / "runs").iterdir()):
         raise UsageError(f"--out {out}: already holds a sweep's runs; pass another --out or remove it")
     runs, seeds = sweep.plan(args.scenario, axes, args.seeds, out, args.overrides)
+    if args.ray is not None:  # the folder it carries and the cluster, checked before anything is said
+        from kernel_scientist import sweep_ray
+
+        sweep_ray.carry(args.scenario, args.overrides)
+        sweep_ray.join(args.ray)
     jobs = args.jobs or (None if args.ray is not None else max(1, (os.cpu_count() or 2) // 2))
     err = Console(stderr=True)
     where = "" if args.ray is None else f" on the Ray cluster {args.ray or '(this machine)'}"
@@ -60,8 +65,6 @@ def _sweep(args) -> int:
         if args.ray is None:
             results = sweep.execute(args.scenario, runs, args.overrides, jobs, done)
         else:
-            from kernel_scientist import sweep_ray
-
             results = sweep_ray.execute(args.scenario, runs, args.overrides, args.ray, jobs, done)
     simulated = base.evaluator.backend == "simulated"
     summary = sweep.SweepSummary(scenario=str(args.scenario), simulated=simulated, overrides=args.overrides,
