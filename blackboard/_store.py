@@ -68,6 +68,15 @@ class Blackboard:
     def close(self) -> None:
         self._conn.close()
 
+    def copy_to(self, path: str | Path) -> None:
+        """Write a consistent copy of the whole blackboard (its WAL included) as one self-contained
+        file at ``path``: how a campaign that ran on another host travels back (`sweep --ray`)."""
+        dest = sqlite3.connect(path)
+        try:
+            self._conn.backup(dest)
+        finally:
+            dest.close()
+
     def __enter__(self) -> "Blackboard":
         return self
 

@@ -125,7 +125,14 @@ class LLMConfig(_Strict):
 
 class EvaluatorConfig(_Strict):
     # simulated: CPU correctness + analytic timing model, virtual time. local: this machine's GPUs.
-    backend: Literal["simulated", "local"] = "simulated"
+    # ray: the GPUs of a Ray cluster (docs/ray.md), each evaluation a Ray task on some GPU host.
+    backend: Literal["simulated", "local", "ray"] = "simulated"
+    # ray backend: the cluster to join ("auto", "10.0.0.5:6379", "ray://..."); "" = a cluster already
+    # started on this machine, else a new local one. Not fixed on resume (a restarted head may move).
+    ray_address: str = ""
+    # local and ray backends: "cpu" runs the same harness processes under Triton's interpreter, timed by
+    # the host clock (tests and dry runs without a GPU; Ray then schedules on CPUs).
+    harness_device: Literal["cuda", "cpu"] = "cuda"
     device: Literal["mi300x", "h200", "h100"] = "mi300x"
     rate_per_hour: Positive = 6.0  # submissions started per campaign hour (sliding window)
     in_flight: Annotated[int, msgspec.Meta(ge=1, le=16)] = 1  # evaluations running at once
@@ -222,7 +229,7 @@ def load_scenario(path: str | Path, overrides: list[str] = ()) -> Scenario:
 
 # What a resumed campaign may not change: its identity, its problem and who does the work.
 FIXED_ON_RESUME = ("campaign.name", "campaign.seed", "campaign.task", "campaign.seed_file", "evaluator.own_kernel", "evaluator.backend", "evaluator.device",
-                   "agents.brain")
+                   "evaluator.harness_device", "agents.brain")
 
 
 def retune(scenario: Scenario, overrides: list[str], origin: str) -> Scenario:

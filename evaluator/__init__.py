@@ -1,7 +1,8 @@
 """The evaluator: task folders, static rules, the sandbox, and the simulated backend.
 
 Public surface (the agents' only way in): ``load_task``/``Task``/``TaskMeta``/``TaskError``,
-``static_findings``/``RuleFinding``, ``SimulatedBackend``, ``speed_of_light_us``/``DEVICES``/
+``static_findings``/``RuleFinding``, ``SimulatedBackend``, ``LocalBackend``, ``RayBackend`` (with
+``join_cluster``, ``ClusterError``/``ClusterLost``), ``speed_of_light_us``/``DEVICES``/
 ``DeviceSpec``, ``Launch`` (what launch capture records) and ``MODEL_VERSION``. Everything else lives
 in private modules. The evaluator depends on ``blackboard.records`` only, for its result Structs.
 """
@@ -9,6 +10,7 @@ in private modules. The evaluator depends on ``blackboard.records`` only, for it
 from evaluator._devices import DEVICES, DeviceSpec, speed_of_light_us
 from evaluator._local import LocalBackend
 from evaluator._model import MODEL_VERSION
+from evaluator._ray import ClusterError, ClusterLost, RayBackend, join_cluster
 from evaluator._rules import RuleFinding, static_findings
 from evaluator._sandbox import SandboxError
 from evaluator._simulated import SimulatedBackend
@@ -16,6 +18,7 @@ from evaluator._task import Task, TaskError, TaskMeta, geomean, load_task
 from evaluator._wire import Launch, TensorArg, TorchOp
 
 __all__ = [
-    "DEVICES", "DeviceSpec", "Launch", "LocalBackend", "MODEL_VERSION", "RuleFinding", "SandboxError", "SimulatedBackend",
-    "Task", "TaskError", "TaskMeta", "TensorArg", "TorchOp", "geomean", "load_task", "speed_of_light_us", "static_findings",
+    "ClusterError", "ClusterLost", "DEVICES", "DeviceSpec", "Launch", "LocalBackend", "MODEL_VERSION", "RayBackend",
+    "RuleFinding", "SandboxError", "SimulatedBackend", "Task", "TaskError", "TaskMeta", "TensorArg", "TorchOp",
+    "geomean", "join_cluster", "load_task", "speed_of_light_us", "static_findings",
 ]

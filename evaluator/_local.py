@@ -14,6 +14,7 @@ GPU time.
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 import shutil
@@ -27,7 +28,7 @@ import anyio
 import msgspec
 
 from blackboard.records import EvalReport, Outcome, Provenance, Shape, ShapeResult
-from evaluator._devices import DEVICES, l2_flush_bytes
+from evaluator._devices import DEVICES, DeviceSpec, l2_flush_bytes
 from evaluator._rules import rule_verdict
 from evaluator._sandbox import scrubbed_env
 from evaluator._task import Task, mix_seed
@@ -37,6 +38,7 @@ _STATUS = {"compile_error": Outcome.COMPILE_ERROR, "crash": Outcome.CRASH, "oom"
            "rejected": Outcome.REJECTED_BY_RULE, "wrong_output": Outcome.WRONG_OUTPUT}
 _HOST_SLACK = 1.5  # host time beyond 1.5x the events (+ launch slack) means work the events missed
 _HOST_SLACK_US = 300.0
+CPU_DEVICE = "CPU (Triton interpreter, test mode)"  # the device name of the CPU mode's reports
 
 
 def _gpu_ids() -> list[str]:
@@ -99,7 +101,7 @@ class LocalBackend:
             raise RuntimeError("the local backend found no GPU (nvidia-smi and torch see none); "
                                "use evaluator.backend = \"simulated\" on this machine")
         cpu = device == "cpu"
-        self.device_name = "CPU (Triton interpreter, test mode)" if cpu else (_smi("name") or "GPU")
+        self.device_name = CPU_DEVICE if cpu else (_smi("name") or "GPU")
         self.driver = "" if cpu else _smi("driver_version")
         self.spec = DEVICES[device_spec_for(self.device_name)]
         self._free = list(self.gpus)
@@ -119,11 +121,11 @@ class LocalBackend:
         try:
             compile(source, "submission.py", "exec")
         except SyntaxError as exc:
-            return self._report(Outcome.COMPILE_ERROR, f"syntax error at line {exc.lineno}: {exc.msg}", 0, 0)
+            return self.report(Outcome.COMPILE_ERROR, f"syntax error at line {exc.lineno}: {exc.msg}", 0, 0)
         rejected = rule_verdict(source, own_kernel=self.own_kernel)
         if rejected:
-            return self._report(Outcome.REJECTED_BY_RULE, rejected, 0, 0)
-        return self._report(Outcome.PASSED, "static rules and syntax clean", 0, 0)
+            return self.report(Outcome.REJECTED_BY_RULE, rejected, 0, 0)
+        return self.report(Outcome.PASSED, "static rules and syntax clean", 0, 0)
 
     def reference_report(self) -> EvalReport:
         """Time the task's own PyTorch reference on the first GPU (the leaderboard's anchor)."""
@@ -132,7 +134,7 @@ class LocalBackend:
     async def evaluate(self, source: str, *, submission_id: int, secret_seed: int) -> EvalReport:
         rejected = rule_verdict(source, own_kernel=self.own_kernel)
         if rejected:
-            return self._report(Outcome.REJECTED_BY_RULE, rejected, submission_id, secret_seed)
+            return self.report(Outcome.REJECTED_BY_RULE, rejected, submission_id, secret_seed)
         async with self._slots:
             gpu = self._free.pop(0)
             try:
@@ -144,77 +146,57 @@ class LocalBackend:
     # ---- one candidate in one fresh process -------------------------------------------------
     def _evaluate_on(self, gpu: str, source: str, submission_id: int, secret_seed: int,
                      reference: bool = False) -> EvalReport:
+        req = self.request(source, secret_seed, reference=reference)
+        run = run_harness(req, gpu, self.timeout_s, self.output_limit)
+        return self.judge(run, submission_id, secret_seed, self._here())
+
+    def request(self, source: str, secret_seed: int, reference: bool = False,
+                spec: DeviceSpec | None = None) -> GpuRequest:
+        """What the harness process is sent: the task's shapes with their seeds mixed with the
+        secret seed here, in the trusted parent (the candidate never sees the secret)."""
         def mixed(s: Shape) -> Shape:
             return s.with_seed(mix_seed(s.seed, secret_seed))
 
-        req = GpuRequest(source=source, modules=self.task.modules,
-                         tests=[mixed(s) for s in self.task.tests],
-                         benchmarks=[mixed(s) for s in self.task.benchmarks], max_calls=self.max_calls,
-                         shape_budget_s=self.shape_budget_s, time_reference=reference,
-                         l2_flush_bytes=l2_flush_bytes(self.spec), device=self.device, meta=self.task.meta,
-                         own_kernel=self.own_kernel and not reference)
-        token = secrets.token_hex(16).encode()
-        workdir = tempfile.mkdtemp(prefix="ks-gpu-")
-        env = scrubbed_env()
-        env.pop("TRITON_INTERPRET", None)
-        if self.device == "cpu":  # no GPU at all: the interpreter runs the kernels
-            env["TRITON_INTERPRET"] = "1"
-        visible = "" if self.device == "cpu" else str(gpu)
-        env.update(CUDA_VISIBLE_DEVICES=visible, HIP_VISIBLE_DEVICES=visible,
-                   TRITON_CACHE_DIR=os.path.join(workdir, ".triton"),
-                   TORCH_EXTENSIONS_DIR=os.path.join(workdir, ".torch_ext"))
-        read_fd, write_fd = os.pipe()
-        log = open(os.path.join(workdir, ".output"), "w+b")
-        began = time.perf_counter()
-        try:
-            proc = subprocess.Popen([sys.executable, "-m", "evaluator._gpu_harness", str(write_fd)],
-                                    cwd=workdir, env=env, stdin=subprocess.PIPE, stdout=log, stderr=log,
-                                    pass_fds=(write_fd,), start_new_session=True)
-            os.close(write_fd)
-            proc.stdin.write(token + b"\n" + msgspec.msgpack.encode(req))
-            proc.stdin.close()
-            try:
-                proc.wait(timeout=self.timeout_s)
-                timed_out = False
-            except subprocess.TimeoutExpired:
-                timed_out = True
-            self._kill_group(proc)
-            with os.fdopen(read_fd, "rb") as channel:
-                payload = channel.read()
-            log.seek(0)
-            output = log.read(self.output_limit).decode(errors="replace")
-        finally:
-            log.close()
-            shutil.rmtree(workdir, ignore_errors=True)
-        wall = time.perf_counter() - began
-        if timed_out:
-            return self._report(Outcome.TIMEOUT, f"exceeded the {self.timeout_s:g} s limit; its process group "
-                                "was killed", submission_id, secret_seed, wall=wall)
-        head, _, body = payload.partition(b"\n")
-        if head != token or not body:
-            code = proc.returncode
+        return GpuRequest(source=source, modules=self.task.modules,
+                          tests=[mixed(s) for s in self.task.tests],
+                          benchmarks=[mixed(s) for s in self.task.benchmarks], max_calls=self.max_calls,
+                          shape_budget_s=self.shape_budget_s, time_reference=reference,
+                          l2_flush_bytes=l2_flush_bytes(spec or self.spec), device=self.device,
+                          meta=self.task.meta, own_kernel=self.own_kernel and not reference)
+
+    def _here(self) -> Where:
+        cpu = self.device == "cpu"
+        return Where(device=self.device_name, driver=self.driver, sm_clock="" if cpu else _smi("clocks.sm"))
+
+    def judge(self, run: HarnessRun, submission_id: int, secret_seed: int, where: Where,
+              backend: str = "local", notes: str = "") -> EvalReport:
+        """The verdict on one harness run, computed here from what the process left behind: its
+        token-checked result (statistics from the raw samples), or why there is none."""
+        report = functools.partial(self.report, submission_id=submission_id, secret_seed=secret_seed,
+                                   wall=run.wall_s, where=where, backend=backend, notes=notes)
+        if run.timed_out:
+            return report(Outcome.TIMEOUT, f"exceeded the {self.timeout_s:g} s limit; its process group "
+                          "was killed")
+        if run.result is None:
+            code = run.exit_code
             why = f"killed by {signal.Signals(-code).name}" if code and code < 0 else f"exited with code {code}"
-            last = [ln for ln in output.strip().splitlines() if ln.strip()][-1:] or [""]
-            return self._report(Outcome.CRASH, f"{why} before reporting a result; last output: {last[0][:200]}",
-                                submission_id, secret_seed, wall=wall)
-        result = msgspec.msgpack.decode(body, type=GpuResult)
-        if result.status != "ok":
-            return self._report(_STATUS[result.status], result.reason, submission_id, secret_seed, wall=wall,
-                                versions=result.versions)
-        return self._timed(result, submission_id, secret_seed, wall)
-
-    @staticmethod
-    def _kill_group(proc: subprocess.Popen) -> None:
+            return report(Outcome.CRASH, f"{why} before reporting a result; last output: {run.last_output[:200]}")
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
+            result = msgspec.msgpack.decode(run.result, type=GpuResult)
+        except msgspec.DecodeError as exc:
+            return report(Outcome.CRASH, f"reported a result that does not decode: {exc}")
+        if result.status != "ok":
+            return report(_STATUS[result.status], result.reason, versions=result.versions)
+        return self._timed(result, submission_id, secret_seed, run.wall_s, where=where, backend=backend,
+                           notes=notes)
 
-    def _timed(self, result: GpuResult, submission_id: int, secret_seed: int, wall: float) -> EvalReport:
+    def _timed(self, result: GpuResult, submission_id: int, secret_seed: int, wall: float,
+               where: Where | None = None, backend: str = "local", notes: str = "") -> EvalReport:
+        where = where or self._here()
+        spec = DEVICES[device_spec_for(where.device)] if where.device != self.device_name else self.spec
         shapes = []
         for s in result.samples:
-            sol = self.task.speed_of_light_us(s.shape, self.spec)
+            sol = self.task.speed_of_light_us(s.shape, spec)
             event = sum(s.event_us) / len(s.event_us)
             host = sorted(s.host_us)[len(s.host_us) // 2]
             flagged = None
@@ -229,20 +211,94 @@ class LocalBackend:
                                       host_us=host_work))
         score = self.task.score([x.time_us for x in shapes])
         calls = sum(len(s.event_us) for s in result.samples)
-        return self._report(Outcome.PASSED, f"passed {len(self.task.tests)} tests and {len(shapes)} ranked "
+        return self.report(Outcome.PASSED, f"passed {len(self.task.tests)} tests and {len(shapes)} ranked "
                             f"shapes ({calls} timed calls, each re-checked)", submission_id, secret_seed,
-                            wall=wall, score=score, shapes=shapes, versions=result.versions)
+                            wall=wall, score=score, shapes=shapes, versions=result.versions, where=where,
+                            backend=backend, notes=notes)
 
-    def _report(self, outcome, reason, submission_id, secret_seed, wall=0.0, score=None, shapes=(),
-                versions=None) -> EvalReport:
+    def report(self, outcome, reason, submission_id, secret_seed, wall=0.0, score=None, shapes=(),
+                versions=None, where: Where | None = None, backend: str = "local", notes: str = "") -> EvalReport:
+        where = where or Where(device=self.device_name, driver=self.driver, sm_clock="")
         prov = Provenance(
-            backend="local", simulated=False, device=self.device_name,
+            backend=backend, simulated=False, device=where.device,
             timing_method=("host clock per call on the CPU (test mode: Triton interpreter, no GPU)"
                            if self.device == "cpu" else
                            "device events per call, cross-checked with the host clock between device-wide "
                            "synchronizes; L2 flushed and fresh inputs before every call; every output re-checked"),
-            versions={**(versions or {}), "driver": self.driver,
-                      "sm_clock": "" if self.device == "cpu" else _smi("clocks.sm")},
-            seeds=[submission_id], notes=f"wall {wall:.1f} s; seeds mixed with the campaign's secret seed")
+            versions={**(versions or {}), "driver": where.driver, "sm_clock": where.sm_clock},
+            seeds=[submission_id],
+            notes=f"wall {wall:.1f} s; seeds mixed with the campaign's secret seed" + (f"; {notes}" if notes else ""))
         return EvalReport(outcome=outcome, reason=reason, provenance=prov, score_us=score, shapes=list(shapes),
                           checked_shapes=list(self.task.tests), duration_s=0.0)
+
+
+# ---- the harness process, wherever it runs ---------------------------------------------------
+class Where(msgspec.Struct, frozen=True):
+    """The machine an evaluation ran on, as its provenance names it."""
+
+    device: str  # the GPU's name ("CPU (...)" in CPU mode); picks the speed-of-light spec
+    driver: str = ""
+    sm_clock: str = ""
+    node: str = ""  # a Ray node (its address and id), empty for this machine
+
+
+class HarnessRun(msgspec.Struct, frozen=True):
+    """What one harness process left behind, before any verdict: the backend that ran it (local,
+    or a Ray worker on another host) returns this, and the campaign's process judges it."""
+
+    timed_out: bool
+    result: bytes | None  # the encoded GpuResult, present only when the run's token came with it
+    exit_code: int | None
+    last_output: str  # the last non-empty line of the (truncated) output
+    wall_s: float
+
+
+def run_harness(req: GpuRequest, gpu: str, timeout_s: float, output_limit: int) -> HarnessRun:
+    """Run ``req`` in a fresh ``evaluator._gpu_harness`` process that sees only ``gpu`` (none in
+    CPU mode), in its own temporary directory and session, with a scrubbed environment; its whole
+    process group is killed when it ends or overruns ``timeout_s``. Blocking."""
+    token = secrets.token_hex(16).encode()
+    workdir = tempfile.mkdtemp(prefix="ks-gpu-")
+    env = scrubbed_env()
+    env.pop("TRITON_INTERPRET", None)
+    if req.device == "cpu":  # no GPU at all: the interpreter runs the kernels
+        env["TRITON_INTERPRET"] = "1"
+    visible = "" if req.device == "cpu" else str(gpu)
+    env.update(CUDA_VISIBLE_DEVICES=visible, HIP_VISIBLE_DEVICES=visible,
+               TRITON_CACHE_DIR=os.path.join(workdir, ".triton"),
+               TORCH_EXTENSIONS_DIR=os.path.join(workdir, ".torch_ext"))
+    read_fd, write_fd = os.pipe()
+    log = open(os.path.join(workdir, ".output"), "w+b")
+    began = time.perf_counter()
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "evaluator._gpu_harness", str(write_fd)],
+                                cwd=workdir, env=env, stdin=subprocess.PIPE, stdout=log, stderr=log,
+                                pass_fds=(write_fd,), start_new_session=True)
+        os.close(write_fd)
+        proc.stdin.write(token + b"\n" + msgspec.msgpack.encode(req))
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=timeout_s)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        _kill_group(proc)
+        with os.fdopen(read_fd, "rb") as channel:
+            payload = channel.read()
+        log.seek(0)
+        output = log.read(output_limit).decode(errors="replace")
+    finally:
+        log.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+    head, _, body = payload.partition(b"\n")
+    last = [ln for ln in output.strip().splitlines() if ln.strip()][-1:] or [""]
+    return HarnessRun(timed_out=timed_out, result=body if head == token and body else None,
+                      exit_code=proc.returncode, last_output=last[0], wall_s=time.perf_counter() - began)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()

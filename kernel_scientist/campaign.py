@@ -45,11 +45,17 @@ def _make_backend(scenario: Scenario, task):
     return make_backend(cfg.backend, task, setting=f"evaluator.backend = '{cfg.backend}'",
                         instead="evaluator.backend = 'simulated'", device=cfg.device, noise=cfg.noise,
                         timeout_s=cfg.timeout_s, max_calls=cfg.max_calls, shape_budget_s=cfg.shape_budget_s,
-                        own_kernel=cfg.own_kernel)
+                        own_kernel=cfg.own_kernel, harness_device=cfg.harness_device,
+                        ray_address=cfg.ray_address, in_flight=cfg.in_flight)
 
 
 class Interrupted(Exception):
     """Ctrl-C (SIGINT) stopped a campaign; the message is the one line the user sees."""
+
+
+class Stopped(Exception):
+    """The backend went away mid-campaign (a Ray cluster lost); the message is the one line the
+    user sees, with how to continue."""
 
 
 class NothingToResume(Exception):
@@ -137,6 +143,12 @@ def _run(scenario: Scenario, db: Path, listeners, *, resume: bool, retuned: list
                 anyio.run(_agents, board, scenario, clock, backend, task, backend="trio",
                           backend_options=options)
             except BaseException as exc:
+                lost = _lost(exc)
+                if lost is not None:
+                    raise Stopped(f"{lost}; the campaign stopped at {logs.clock(board.clock())} campaign time "
+                                  "with every finished evaluation recorded; continue with `kernel-scientist "
+                                  f"resume --db {db}` once the cluster is back (--set evaluator.ray_address=... "
+                                  "if its address changed)") from None
                 if not _is_interrupt(exc):
                     raise
                 raise Interrupted(f"interrupted at {logs.clock(board.clock())} campaign time; continue with "
@@ -172,6 +184,21 @@ def _is_interrupt(exc: BaseException) -> bool:
     if isinstance(exc, KeyboardInterrupt):
         return True
     return isinstance(exc, BaseExceptionGroup) and exc.subgroup(KeyboardInterrupt) is not None
+
+
+def _lost(exc: BaseException):
+    """The ClusterError (a lost cluster, or a host that cannot run the harness) that ended the
+    agents, alone or inside the task groups' exception groups."""
+    from evaluator import ClusterError
+
+    if isinstance(exc, ClusterError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        group = exc.subgroup(ClusterError)
+        while isinstance(group, BaseExceptionGroup):
+            group = group.exceptions[0]
+        return group
+    return None
 
 
 def _reference_text(reference, simulated: bool) -> str:

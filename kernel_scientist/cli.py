@@ -4,7 +4,7 @@ Each command lives in ``commands/<name>.py`` with ``add(subparsers)``, which reg
 and sets ``handler``. Usage errors (a broken scenario, an unknown option, a missing or foreign
 file, a backend this machine cannot run) print one line and exit with code 2, never a traceback;
 Ctrl-C prints one line (for a campaign: where it stopped and how to continue) and exits with 130,
-the shell's code for SIGINT.
+the shell's code for SIGINT; a campaign whose Ray cluster went away does the same with exit code 3.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import os
 import sys
 
 EXIT_USAGE = 2
+EXIT_STOPPED = 3  # the backend went away mid-campaign (a lost Ray cluster); `resume` continues
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 COMMANDS = ("run", "status", "logs", "watch", "report", "sweep", "evaluate", "export")  # modules under kernel_scientist/commands/
 
@@ -86,17 +87,20 @@ def main(argv: list[str] | None = None) -> int:
 
 def _handle(args) -> int:
     from blackboard import BlackboardError, ScenarioError
-    from evaluator import TaskError
+    from evaluator import ClusterError, TaskError
     from kernel_scientist.backends import BackendUnavailable
-    from kernel_scientist.campaign import Interrupted
+    from kernel_scientist.campaign import Interrupted, Stopped
 
     try:
         return args.handler(args)
-    except (UsageError, ScenarioError, BlackboardError, TaskError, BackendUnavailable) as exc:
+    except (UsageError, ScenarioError, BlackboardError, TaskError, BackendUnavailable, ClusterError) as exc:
         print(f"kernel-scientist: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except Interrupted as exc:
         return _interrupted(str(exc))
+    except Stopped as exc:
+        print(f"kernel-scientist: {exc}", file=sys.stderr)
+        return EXIT_STOPPED
     except BrokenPipeError:  # `kernel-scientist logs ... | head`: the reader has all it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

@@ -52,6 +52,7 @@ class RunResult(msgspec.Struct, frozen=True):
     utilisation: float = 0.0  # busy evaluator time / (campaign length * in_flight)
     rate_used: float = 0.0  # evaluation starts / what the rate limit allows in the campaign
     wall_s: float = 0.0
+    node: str = ""  # the Ray node that ran it (`sweep --ray`); empty for this machine
 
 
 class SettingSummary(msgspec.Struct, frozen=True):

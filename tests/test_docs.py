@@ -38,7 +38,7 @@ def test_the_readme_is_a_short_guide_and_every_page_it_links_exists():
             assert (page.parent / target).exists(), f"{page.relative_to(ROOT)} links to missing {target}"
     linked = set(_links(readme))
     for page in ("docs/scenarios.md", "docs/problem-folders.md", "docs/real-gpus.md", "docs/llm-brains.md",
-                 "docs/techniques.md",
+                 "docs/techniques.md", "docs/ray.md",
                  "docs/evaluator.md", "docs/h200.md"):
         assert page in linked, f"README does not link {page}"
     assert "pip install -c constraints.txt -e '.[test]'" in text

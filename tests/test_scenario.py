@@ -19,7 +19,7 @@ def test_shipped_scenarios_load():
     ("[agents]\nenginers = 2\n", "agents.enginers", "unknown key"),
     ("[campaign]\nhours = -1\n", "campaign.hours", "expects a number more than 0; got -1"),
     ("[evaluator]\nbackend = 'cloud'\n", "evaluator.backend",
-     "expects one of 'local', 'simulated'; got 'cloud' (text)"),
+     "expects one of 'local', 'ray', 'simulated'; got 'cloud' (text)"),
     ("[agents]\nengineers = 'two'\n", "agents.engineers", "expects a whole number from 1 to 32; got 'two' (text)"),
     ("[agents]\nlatency = 3\n", "agents.latency", "expects a table of keys; got 3 (a whole number)"),
     ("[llm.select]\nmax_tokens = 2\n", "llm.select.max_tokens", "expects a whole number from 16 to 128000; got 2"),

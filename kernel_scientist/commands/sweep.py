@@ -14,8 +14,11 @@ def add(sub) -> None:
     sw.add_argument("--vary", action="append", default=[], metavar="KEY=V1,V2",
                     help="a scenario key and its values, e.g. --vary agents.engineers=1,2,4 (repeatable)")
     sw.add_argument("--seeds", type=positive_int, default=1, help="seeds per setting (the scenario's seed onwards)")
-    sw.add_argument("--jobs", type=positive_int, default=max(1, (os.cpu_count() or 2) // 2),
-                    help="campaigns at once (default: half the CPUs)")
+    sw.add_argument("--jobs", type=positive_int, default=None,
+                    help="campaigns at once (default: half the CPUs; with --ray, as many as the cluster takes)")
+    sw.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                    help="run the campaigns as Ray tasks across a cluster (ADDRESS: its head, e.g. 10.0.0.5:6379 "
+                    "or auto; none: a cluster on this machine, else a new local one); see docs/ray.md")
     sw.add_argument("--out", type=Path, help="folder for the runs, sweep.json and sweep.png "
                     "(default: runs/sweep-<scenario name>)")
     sw.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -41,9 +44,16 @@ def _sweep(args) -> int:
     if (out / "runs").exists() and any((out / "runs").iterdir()):
         raise UsageError(f"--out {out}: already holds a sweep's runs; pass another --out or remove it")
     runs, seeds = sweep.plan(args.scenario, axes, args.seeds, out, args.overrides)
+    if args.ray is not None:  # the folder it carries and the cluster, checked before anything is said
+        from kernel_scientist import sweep_ray
+
+        sweep_ray.carry(args.scenario, args.overrides)
+        sweep_ray.join(args.ray)
+    jobs = args.jobs or (None if args.ray is not None else max(1, (os.cpu_count() or 2) // 2))
     err = Console(stderr=True)
+    where = "" if args.ray is None else f" on the Ray cluster {args.ray or '(this machine)'}"
     err.print(f"sweep: {len(runs)} campaigns ({len(runs) // len(seeds)} settings x {len(seeds)} seeds), "
-              f"{args.jobs} at a time, into {out}")
+              f"{jobs or 'as many as fit'} at a time{where}, into {out}")
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, transient=False, disable=not err.is_terminal) as bar:
         task = bar.add_task("campaigns", total=len(runs))
@@ -52,7 +62,10 @@ def _sweep(args) -> int:
             what = sweep.setting_label(r.run.setting) + f", seed {r.run.seed}"
             bar.update(task, advance=1, description=f"{'done' if r.ok else 'FAILED'}: {what}")
 
-        results = sweep.execute(args.scenario, runs, args.overrides, args.jobs, done)
+        if args.ray is None:
+            results = sweep.execute(args.scenario, runs, args.overrides, jobs, done)
+        else:
+            results = sweep_ray.execute(args.scenario, runs, args.overrides, args.ray, jobs, done)
     simulated = base.evaluator.backend == "simulated"
     summary = sweep.SweepSummary(scenario=str(args.scenario), simulated=simulated, overrides=args.overrides,
                                  axes=axes, seeds=seeds, settings=sweep.summarise(results), runs=results)
