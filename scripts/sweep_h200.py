@@ -189,7 +189,7 @@ def leaderboard_us(fn, flush, sync, calls: int) -> dict:
 
 def _campaign_best(path: Path) -> tuple[str, str, float]:
     """The source of the best measured kernel of a campaign file, its label and its recorded score."""
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    db = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)  # writes nothing beside it
     row = db.execute(
         "SELECT e.kernel_id, json_extract(e.body, '$.report.score_us'), json_extract(k.body, '$.source') "
         "FROM evaluation e JOIN kernel k ON k.id = e.kernel_id "

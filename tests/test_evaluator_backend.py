@@ -105,3 +105,20 @@ async def test_an_oversized_tile_is_a_compile_error_on_the_device(backend):
 
     report = await backend.evaluate(tiled_source(bm=256, bn=256, warps=8, stages=3), submission_id=1, secret_seed=1)
     assert report.outcome is Outcome.COMPILE_ERROR and "shared memory" in report.reason
+
+
+async def test_precision_flags_follow_the_branch_a_launch_takes():
+    """A kernel with a precise fp8 branch and an fp16 branch is timed as the branch its launch's
+    constexpr selects (on Hopper the two cost differently), not as whatever its source mentions."""
+    from evaluator_kernels import FP16_UPCAST, branchy_source
+
+    scores = {}
+    with SimulatedBackend(TASK, device="h200", noise=0.0, timeout_s=60.0) as hopper:
+        for name, source in [("precise", SEEDLIKE), ("fp16", FP16_UPCAST), ("branch 0", branchy_source(0)),
+                             ("branch 1", branchy_source(1))]:
+            report = await hopper.evaluate(source, submission_id=1, secret_seed=1)
+            assert report.outcome is Outcome.PASSED, (name, report.reason)
+            scores[name] = report.score_us
+    assert scores["precise"] != pytest.approx(scores["fp16"], rel=0.02)
+    assert scores["branch 0"] == pytest.approx(scores["precise"])
+    assert scores["branch 1"] == pytest.approx(scores["fp16"])
