@@ -309,8 +309,10 @@ class Blackboard:
     def record_evaluation(self, *, submission_id: int, owner: str, started_at: float,
                           finished_at: float, report: EvalReport) -> Evaluation:
         """Store a result, close the submission and move the kernel on, all in one transaction.
-        The UNIQUE submission id makes a second record of the same evaluation impossible."""
-        with _db.write(self._conn) as c:
+        The UNIQUE submission id makes a second record of the same evaluation impossible. The
+        transaction is durable (synced before this returns; ``_db`` says what that guarantees):
+        callers acknowledge the result only after it."""
+        with _db.write(self._conn, durable=True) as c:
             sub = self._one(Submission, "submission", submission_id)
             if sub.state != SubmissionState.LEASED or sub.lease_owner != owner:
                 raise TransitionError(f"submission {submission_id} is {sub.state} "

@@ -13,8 +13,8 @@ class BackendUnavailable(Exception):
     """The chosen backend cannot run on this machine; the message says which setting and why."""
 
 
-def make_backend(kind: str, task, *, setting: str, instead: str, device: str = "mi300x", noise: float = 0.0,
-                 timeout_s: float = 600.0, max_calls: int = 100, shape_budget_s: float = 5.0,
+def make_backend(kind: str, task, *, setting: str, instead: str, timeout_s: float, device: str = "mi300x",
+                 noise: float = 0.0, max_calls: int = 100, shape_budget_s: float = 5.0,
                  own_kernel: bool = False):
     """A ``SimulatedBackend`` or ``LocalBackend`` for ``task``. ``setting`` names where the choice
     was made and ``instead`` what to use on a machine without a GPU, for the error message."""
