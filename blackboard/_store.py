@@ -23,7 +23,7 @@ import msgspec
 from . import _db
 from .records import (
     Campaign, Evaluation, EvalReport, Finding, Hypothesis, HypothesisState, Kernel, KernelState,
-    LLMCall, Message, Outcome, Review, Selection, SelectionState, Submission, SubmissionState,
+    LLMCall, Message, Outcome, Review, RunSegment, Selection, SelectionState, Submission, SubmissionState,
 )
 
 T = TypeVar("T", bound=msgspec.Struct)
@@ -115,6 +115,15 @@ class Blackboard:
                 raise TransitionError(f"{self.path} already holds a campaign; use `resume`")
             c.execute("INSERT INTO campaign (id, body) VALUES (1, ?)", (_encode(campaign),))
         self._notify("campaign")
+
+    def start_segment(self, segment: RunSegment) -> Campaign:
+        """Record the limits of a new run of this campaign (a resume), in force from its start."""
+        with _db.write(self._conn) as c:
+            campaign = self._rows(Campaign, "SELECT body FROM campaign")[0]
+            campaign = msgspec.structs.replace(campaign, segments=[*campaign.segments, segment])
+            c.execute("UPDATE campaign SET body = ? WHERE id = 1", (_encode(campaign),))
+        self._notify("campaign")
+        return campaign
 
     def clock(self) -> float:
         """The campaign time of the latest record (where a resumed campaign's clock restarts)."""
