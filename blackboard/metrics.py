@@ -14,6 +14,9 @@ same campaign gives the same figure everywhere. Definitions:
   integral of ``rate_per_hour``, rounded up, at least 1).
 - **Headroom** = campaign seconds until the rate limit in force allows the next start.
 - **Best over time** = (finish time, best score so far) at every passing, timed evaluation.
+- **Prediction calibration** = over hypotheses with an observed uplift: Spearman's rank correlation
+  of the middle of the predicted [min, max] with the observed uplift, the share of observed uplifts
+  inside their range, and the median width of the ranges.
 - The window of a finished campaign ends at its close; of a running one, at ``now``.
 """
 
@@ -24,7 +27,7 @@ import math
 import msgspec
 
 from .config import scenario_from_json
-from .records import Campaign, Evaluation, RunSegment, Submission, SubmissionState
+from .records import Campaign, Evaluation, Hypothesis, RunSegment, Submission, SubmissionState
 
 
 class Usage(msgspec.Struct, frozen=True):
@@ -122,3 +125,62 @@ def best_over_time(evals: list[Evaluation]) -> list[tuple[float, float]]:
         best = min(best, score)
         out.append((ev.finished_at, best))
     return out
+
+
+class Calibration(msgspec.Struct, frozen=True):
+    """How well the predicted uplift ranges matched what the evaluations then showed."""
+
+    judged: int  # hypotheses with an observed uplift
+    rank_correlation: float | None  # Spearman, middle of [min, max] against observed; None under 3
+    inside: float | None  # share of observed uplifts within [min, max]
+    median_width: float | None  # of the ranges, in uplift (0.15 = 15 points)
+
+
+def _ranks(values: list[float]) -> list[float]:
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):  # ties share their mean rank
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2
+        i = j + 1
+    return ranks
+
+
+def spearman(x: list[float], y: list[float]) -> float | None:
+    """Spearman's rank correlation (None for fewer than 3 pairs or a constant side)."""
+    if len(x) < 3:
+        return None
+    rx, ry = _ranks(x), _ranks(y)
+    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    vx, vy = sum((a - mx) ** 2 for a in rx), sum((b - my) ** 2 for b in ry)
+    return cov / math.sqrt(vx * vy) if vx and vy else None
+
+
+def calibration(hypotheses: list[Hypothesis]) -> Calibration:
+    """Predicted against observed uplift over every hypothesis with an observed uplift."""
+    judged = [h for h in hypotheses if h.observed_uplift is not None]
+    if not judged:
+        return Calibration(judged=0, rank_correlation=None, inside=None, median_width=None)
+    widths = sorted(h.max_uplift - h.min_uplift for h in judged)
+    mid = len(widths) // 2
+    median = widths[mid] if len(widths) % 2 else (widths[mid - 1] + widths[mid]) / 2
+    return Calibration(
+        judged=len(judged),
+        rank_correlation=spearman([(h.min_uplift + h.max_uplift) / 2 for h in judged],
+                                  [h.observed_uplift for h in judged]),
+        inside=sum(h.min_uplift <= h.observed_uplift <= h.max_uplift for h in judged) / len(judged),
+        median_width=median)
+
+
+def calibration_text(cal: Calibration) -> str:
+    """One line for status, watch and report."""
+    if cal.judged == 0:
+        return "predictions: nothing judged yet"
+    rho = "n/a" if cal.rank_correlation is None else f"{cal.rank_correlation:+.2f}"
+    return (f"predictions: rank correlation {rho} (predicted vs observed uplift, {cal.judged} judged), "
+            f"{cal.inside:.0%} inside their range, median range {cal.median_width * 100:.0f} points")

@@ -64,6 +64,7 @@ class Snapshot(msgspec.Struct, frozen=True):
     utilisation: float  # blackboard.metrics: busy / capacity in force, since the start
     rate_used: float  # blackboard.metrics: starts / starts the rate limits in force allowed
     label: str  # from the evaluations' provenance: "simulated on ..." / "measured on ..."
+    predictions: metrics.Calibration
     evaluations: int
     failed: int
     best_us: float | None
@@ -105,6 +106,7 @@ def snapshot(board: Blackboard, messages: int = 12) -> Snapshot:
     return Snapshot(
         name=campaign.name, task=campaign.task, simulated=campaign.simulated, seed=campaign.seed,
         label=next((e.report.provenance.label() for e in evals), ""),
+        predictions=metrics.calibration(board.hypotheses()),
         now=now, hours=limits.hours, over=over, rate_per_hour=limits.rate_per_hour,
         in_flight=limits.in_flight, starts_last_hour=sum(1 for t in starts if t > now - 3600.0),
         next_start_in_s=next_in, utilisation=use.utilisation, rate_used=use.rate_used, evaluations=len(evals), failed=failed,
@@ -220,6 +222,7 @@ def render(snap: Snapshot):
     gauge.append(_bar(snap.utilisation), style="green")
     gauge.append(f" rate limit used {snap.rate_used:.0%}")
     gauge.append(f"\n{snap.evaluations} evaluations ({snap.failed} failed)")
+    gauge.append(f"\n{metrics.calibration_text(snap.predictions)}")
 
     progress = Text()
     if snap.best_us is None:

@@ -334,6 +334,7 @@ def build(board: Blackboard, out: Path, step: Callable[[str], None] = lambda nam
         f"{st.submissions} submissions, {st.evaluations} evaluations ({st.failed} failed), "
         f"{st.rejected} kernels sent back by the critic; evaluator utilisation {st.utilisation:.0%}, "
         f"rate limit used {st.rate_used:.0%}",
+        metrics.calibration_text(st.predictions),
     ]
     if st.best is not None:
         summary.append(

@@ -43,6 +43,7 @@ class Status(msgspec.Struct, frozen=True):
     # blackboard.metrics over the whole campaign so far, with the limits in force at each moment.
     utilisation: float = 0.0
     rate_used: float = 0.0
+    predictions: metrics.Calibration | None = None  # predicted vs observed uplift (blackboard.metrics)
 
 
 CLOSING = "campaign over"  # how the runner's last message starts (kernel_scientist/campaign.py)
@@ -82,6 +83,7 @@ def status(board: Blackboard, top: int = 10) -> Status:
         task=campaign.task, backend=campaign.backend, simulated=prov.simulated if prov else campaign.simulated,
         device=prov.hardware if prov else "", label=prov.label() if prov else "", kind=prov.kind if prov else "",
         utilisation=round(use.utilisation, 4), rate_used=round(use.rate_used, 4),
+        predictions=metrics.calibration(board.hypotheses()),
         seed=campaign.seed, submissions=len(board.submissions()), evaluations=len(evals),
         failed=sum(1 for e in evals if not _passed(e)),
         rejected=len(board.kernels(KernelState.REJECTED)), best=entries[0] if entries else None,
@@ -119,6 +121,7 @@ def render(board: Blackboard, top: int = 10, width: int | None = None) -> str:
         + f"), {st.rejected} kernels sent back by the critic",
         f"evaluator utilisation {st.utilisation:.0%}, rate limit used {st.rate_used:.0%} "
         "(against the limits in force at each moment)",
+        metrics.calibration_text(st.predictions),
         f"seed kernel {_fmt(st.seed_score_us)}, PyTorch reference {_fmt(st.reference_score_us)} "
         f"(geometric mean over the ranked shapes, {label})",
         "",

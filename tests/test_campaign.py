@@ -195,6 +195,11 @@ def _surfaces_agree_on_the_limits_in_force(db, tmp_path):
     page = (tmp_path / "report" / "index.html").read_text()
     assert re.search(rf"Overall utilisation {shown[0]} of the evaluator capacity in force", page)
     assert f"rate limit used {shown[1]}" in page
+    # The calibration of predicted uplift ranges is shown on status, watch and report alike.
+    cal = st["predictions"]
+    assert cal["judged"] > 0 and -1 <= cal["rank_correlation"] <= 1 and 0 <= cal["inside"] <= 1
+    line = f"predictions: rank correlation {cal['rank_correlation']:+.2f}"
+    assert line in text and line in watch and line in page
     measured = sweep.measure(sweep.Run(setting={}, seed=7, db=str(db)))
     assert measured.utilisation == pytest.approx(expected_util, abs=1e-3)
     assert measured.rate_used == pytest.approx(expected_rate, abs=1e-3)
