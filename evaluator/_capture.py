@@ -28,7 +28,7 @@ _LAUNCH_OPTIONS = {
     "matrix_instr_nonkdim", "kpack", "launch_cooperative_grid", "launch_pdl", "debug",
 }
 _AMD_KNOBS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack")
-_features_cache: dict[tuple, dict[str, bool]] = {}
+_features_cache: dict[tuple, dict[str, bool | str]] = {}
 _parsed_cache: dict[int, ast.Module | None] = {}
 
 
@@ -101,7 +101,7 @@ def _parse(src: str) -> ast.Module | None:
 
 
 def kernel_features(src: str, constexprs: dict[str, int | bool | float] | None = None,
-                    tree: ast.Module | None = None) -> dict[str, bool]:
+                    tree: ast.Module | None = None) -> dict[str, bool | str]:
     """What one launch of the kernel does in its matrix work (see ``Launch``).
 
     The source is read as the launch compiles it: ``if`` branches on constexprs (``if MODE == 0``,
@@ -119,9 +119,11 @@ def kernel_features(src: str, constexprs: dict[str, int | bool | float] | None =
     if tree is None:
         return {"has_dot": bool(re.search(r"\btl\.dot(_scaled)?\s*\(", src)),
                 "precise_acc": bool(re.search(r"max_num_imprecise_acc\s*=\s*0\b", src)),
-                "atomic": bool(re.search(r"\btl\.atomic_\w+\s*\(", src)), "upcast_bf16": False, "upcast_fp32": False}
+                "atomic": bool(re.search(r"\btl\.atomic_\w+\s*\(", src)), "upcast_bf16": False, "upcast_fp32": False,
+                "upcast_to": ""}
     tree = _TakeBranches(env).visit(ast.parse(ast.unparse(tree)))  # a copy: the cached tree stays whole
-    feats = {"has_dot": False, "precise_acc": False, "atomic": False, "upcast_bf16": False, "upcast_fp32": False}
+    feats = {"has_dot": False, "precise_acc": False, "atomic": False, "upcast_bf16": False, "upcast_fp32": False,
+             "upcast_to": ""}
     assigned: dict[str, list[str]] = {}
     for node in ast.walk(tree):
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
@@ -149,10 +151,12 @@ def kernel_features(src: str, constexprs: dict[str, int | bool | float] | None =
             if isinstance(arg, ast.Name):
                 texts += assigned.get(arg.id, [])
             joined = " ".join(texts)
-            if re.search(r"\.to\(\s*tl\.(bfloat16|float16)", joined):
+            if cast := re.search(r"\.to\(\s*tl\.(bfloat16|float16)", joined):
                 feats["upcast_bf16"] = True
+                feats["upcast_to"] = feats["upcast_to"] or cast.group(1)
             if re.search(r"\.to\(\s*tl\.float32", joined):
                 feats["upcast_fp32"] = True
+                feats["upcast_to"] = "float32"
     return feats
 
 
