@@ -23,8 +23,6 @@ from ._base import SEED_PRIORITY, Agent
 class EvaluatorAgent(Agent):
     def __post_init__(self) -> None:
         super().__post_init__()
-        cfg = self.ctx.scenario.evaluator
-        self.spacing = 3600.0 / cfg.rate_per_hour
         # Mixed into every test seed; candidates never see it (see the evaluator's harness).
         self.secret_seed = zlib.crc32(f"secret:{self.ctx.seed}".encode())
 

@@ -10,7 +10,8 @@ exercised through the same entry points a campaign uses.
 
 Split: configurations are divided into two halves by a hash of their launch parameters (never by
 their times); constants are fitted on the "fit" half of every shape and every figure below is on
-the "held-out" half (``--split shape`` holds out every other shape instead). Per shape it reports
+the "held-out" half (``--split shape`` holds out every other shape instead; ``--split none``
+validates on every row, for data of another day or another kernel). Per shape it reports
 the rank correlation (Spearman) of modelled and measured times over passing configurations, the
 regret of the model's pick (measured time of the config it ranks first / the measured best), and
 whether its top 16 holds a configuration within 5% of the measured best. Then predicted/measured
@@ -18,10 +19,10 @@ for whole submissions (the seed, the reference, campaigns' best) under do_bench 
 leaderboard protocol, which includes the host path per call.
 
     python scripts/calibrate_model.py [--data docs/h200/calib-sweep.json ...] [--fit] [--write]
-        [--split config|shape] [--json out.json]
+        [--split config|shape|none] [--json out.json]
 
-``--fit`` runs a Nelder-Mead search over the fitted constants (log space) minimising the squared
-log error on the fit half; ``--write`` puts the result into evaluator/_model.py's ``HOPPER`` with
+``--fit`` runs a Nelder-Mead search over the fitted constants (log space, restarted twice from its
+best point) minimising the squared log error on the fit half, within shapes and per shape's bias; ``--write`` puts the result into evaluator/_model.py's ``HOPPER`` with
 its provenance line. Without ``--fit`` the model's current constants are evaluated.
 """
 
@@ -48,7 +49,7 @@ from evaluator import _model  # noqa: E402
 FITTED = ("mma_eff", "step_latency_us", "vector_ops_scale", "convert_ops", "transpose", "mma_sync_eff", "promote_us",
           "bf16_convert", "wgmma_n_half", "spill_l1", "spill_l2", "fill_us", "tile_us", "l2_eff", "atomic_eff")
 FORMS = {"precise", "fp16", "bf16", "fast"}
-DEFAULT_DATA = [ROOT / "docs" / "h200" / n for n in ("calib-sweep.json", "explore-1.json", "explore-2.json")]
+DEFAULT_DATA = [ROOT / "docs" / "h200" / "calib-sweep.json"]
 
 
 class Sample(msgspec.Struct, frozen=True):
@@ -93,6 +94,8 @@ def load_samples(paths: list[Path]) -> list[Sample]:
 
 
 def held_out(sample: Sample, split: str, shapes: list[str]) -> bool:
+    if split == "none":  # validation only: every row is held out (another day's or another kernel's data)
+        return True
     if split == "shape":
         return shapes.index(sample.shape) % 2 == 1
     digest = hashlib.sha256(sample.config.encode()).digest()
@@ -164,11 +167,19 @@ def per_shape(samples: list[Sample], dev) -> dict[str, dict]:
 
 
 def _loss(samples: list[Sample], dev) -> float:
-    errs = []
+    """Squared log error, split into its part within each shape (what ranks configurations) and
+    each shape's mean bias (what absolute times need), weighted 1 : 0.5."""
+    by_shape: dict[str, list[float]] = {}
     for s in samples:
         p = predict(s, dev)
-        errs.append(min(abs(math.log(p / s.us)), 3.0) if math.isfinite(p) else 3.0)
-    return float(np.mean(np.square(errs)))
+        err = max(-3.0, min(3.0, math.log(p / s.us))) if math.isfinite(p) else 3.0
+        by_shape.setdefault(s.shape, []).append(err)
+    within, bias = [], []
+    for errs in by_shape.values():
+        mean = float(np.mean(errs))
+        within += [(e - mean) ** 2 for e in errs]
+        bias.append(mean ** 2)
+    return float(np.mean(within) + 0.5 * np.mean(bias))
 
 
 def fit(samples: list[Sample], dev, iters: int) -> _model.Params:
@@ -187,6 +198,15 @@ def fit(samples: list[Sample], dev, iters: int) -> _model.Params:
         return _loss(samples, dev)
 
     n = len(x0)
+    best_x = x0
+    for restart in range(3):
+        best_x = _nelder_mead(f, best_x, n, iters, restart)
+    best = make(best_x)
+    _model.PARAMS[dev.name] = best
+    return best
+
+
+def _nelder_mead(f, x0, n: int, iters: int, restart: int):
     simplex = [x0] + [x0 + np.eye(n)[i] * 0.3 for i in range(n)]
     values = [f(x) for x in simplex]
     for it in range(iters):
@@ -210,11 +230,9 @@ def fit(samples: list[Sample], dev, iters: int) -> _model.Params:
             else:
                 simplex = [simplex[0]] + [simplex[0] + 0.5 * (x - simplex[0]) for x in simplex[1:]]
                 values = [values[0]] + [f(x) for x in simplex[1:]]
-        if it % 20 == 0:
-            print(f"  fit iteration {it}: loss {min(values):.4f}", file=sys.stderr, flush=True)
-    best = make(simplex[int(np.argmin(values))])
-    _model.PARAMS[dev.name] = best
-    return best
+        if it % 50 == 0:
+            print(f"  fit round {restart}, iteration {it}: loss {min(values):.4f}", file=sys.stderr, flush=True)
+    return simplex[int(np.argmin(values))]
 
 
 def submissions(data_paths: list[Path], device: str) -> list[dict]:
@@ -284,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", type=Path, nargs="*", default=DEFAULT_DATA)
     p.add_argument("--device", default="h200")
-    p.add_argument("--split", choices=("config", "shape"), default="config")
+    p.add_argument("--split", choices=("config", "shape", "none"), default="config")
     p.add_argument("--fit", action="store_true")
     p.add_argument("--iters", type=int, default=150)
     p.add_argument("--write", action="store_true")
@@ -301,6 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     test_rows = [s for s in samples if held_out(s, args.split, shapes)]
     print(f"{len(samples)} rows from {', '.join(sorted({s.source for s in samples}))}: {len(fit_rows)} to fit, "
           f"{len(test_rows)} held out (split by {args.split})")
+    if args.fit and not fit_rows:
+        print("--fit with --split none: nothing to fit on", file=sys.stderr)
+        return 2
     if args.fit:
         before = _loss(fit_rows, dev)
         params = fit(fit_rows, dev, args.iters)
