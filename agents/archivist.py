@@ -58,8 +58,7 @@ class Archivist(Agent):
             return
         base_ev = board.evaluation_for(hyp.base_id) if hyp else None
         if hyp is None or base_ev is None or base_ev.report.score_us is None:
-            where = "simulated" if report.provenance.simulated else f"measured on {report.provenance.device}"
-            text = f"kernel {kernel.id} ({kernel.author}) scores {report.score_us:.1f} us ({where})"
+            text = f"kernel {kernel.id} ({kernel.author}) scores {report.score_us:.1f} us ({report.provenance.label()})"
             if bounds := bounds_summary(report):
                 text += f"; {bounds}"
             board.add_finding(technique=technique, scope="all", uplift=0.0, evidence=[ev.id],

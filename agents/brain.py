@@ -74,6 +74,7 @@ class DesignView(msgspec.Struct, frozen=True):
     avenues: int
     plans: int
     choose: int
+    noise: float = 0.0  # the evaluator's timing noise (lognormal sigma): how sharp a prediction can be
 
 
 class ImplementView(msgspec.Struct, frozen=True):

@@ -15,7 +15,7 @@ import zlib
 
 import anyio
 
-from blackboard import Submission
+from blackboard import EvalReport, Submission, metrics
 
 from ._base import SEED_PRIORITY, Agent
 
@@ -23,8 +23,6 @@ from ._base import SEED_PRIORITY, Agent
 class EvaluatorAgent(Agent):
     def __post_init__(self) -> None:
         super().__post_init__()
-        cfg = self.ctx.scenario.evaluator
-        self.spacing = 3600.0 / cfg.rate_per_hour
         # Mixed into every test seed; candidates never see it (see the evaluator's harness).
         self.secret_seed = zlib.crc32(f"secret:{self.ctx.seed}".encode())
 
@@ -35,9 +33,8 @@ class EvaluatorAgent(Agent):
                 workers.start_soon(self._worker, i)
 
     def _headroom(self) -> float:
-        """Campaign seconds until the rate limit allows the next start (0 = now)."""
-        starts = self.board.evaluation_starts()
-        return max(0.0, starts[-1] + self.spacing - self.now()) if starts else 0.0
+        """Campaign seconds until the rate limit in force allows the next start (0 = now)."""
+        return metrics.headroom_s(self.board.campaign(), self.board.evaluation_starts(), self.now())
 
     async def _worker(self, index: int) -> None:
         rank = self.rank + index
@@ -81,13 +78,16 @@ class EvaluatorAgent(Agent):
         await self.act(rank)
         board.record_evaluation(submission_id=sub.id, owner=owner, started_at=started,
                                 finished_at=self.now(), report=report)
-        prov = report.provenance  # the device name of a simulated backend says "(simulated)"
-        where = prov.device if prov.simulated else f"measured on {prov.device}"
-        if report.outcome == "passed" and report.score_us is not None:
-            text = f"kernel {kernel.id}: {report.score_us:.1f} us ({where})"
-        elif report.outcome == "passed":  # correct, but the backend could not time it (it says why)
-            text = f"kernel {kernel.id} passed, untimed: {report.reason}"
-        else:
-            text = f"kernel {kernel.id} {report.outcome}: {report.reason}"
+        text = evaluation_text(kernel.id, report)
         board.say(agent=self.name, kind="evaluation", at=self.now(), text=text, kernel_id=kernel.id,
                   hypothesis_id=kernel.hypothesis_id)
+
+
+def evaluation_text(kernel_id: int, report: EvalReport) -> str:
+    """The evaluator's line for one result, labelled from its provenance ("simulated on ..." or
+    "measured on ...")."""
+    if report.outcome == "passed" and report.score_us is not None:
+        return f"kernel {kernel_id}: {report.score_us:.1f} us ({report.provenance.label()})"
+    if report.outcome == "passed":  # correct, but the backend could not time it (it says why)
+        return f"kernel {kernel_id} passed, untimed: {report.reason}"
+    return f"kernel {kernel_id} {report.outcome}: {report.reason}"

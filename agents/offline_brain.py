@@ -4,8 +4,8 @@ It plays each role the way the paper's LLM did, with arithmetic instead of prose
 - select: usually the best kernel as base (an evolutionary selector with a little exploration),
   and as reference the kernel that beats the base on the most ranked shapes;
 - design: every applicable variant of every technique in ``knowledge`` is an avenue; its predicted
-  uplift starts at the literature prior and is pulled towards what this campaign has observed for
-  that technique (shrinkage: two observations weigh as much as the prior); innovation decays with
+  uplift starts at the literature prior and is recalibrated on what this campaign has observed for
+  that technique and variant (agents._calibration); innovation decays with
   each use of the technique; the three plans run are the most innovative, the highest maximum and
   the highest minimum uplift;
 - implement: the technique's executable transformation of the base source;
@@ -16,11 +16,11 @@ Every random choice comes from a ``random.Random`` seeded by the campaign seed a
 from __future__ import annotations
 
 import random
-import statistics
 
 import knowledge
 from blackboard import source_hash
 
+from ._calibration import calibrate
 from .brain import (
     CannotImplement, Choice, Critique, Design, DesignView, Draft, ImplementView, Plan,
     ReviewView, SelectionView,
@@ -31,6 +31,7 @@ EXPLORE = 0.2  # probability that the selector picks a runner-up as base
 
 class OfflineBrain:
     name = "offline"
+    calibrates = True  # its plans' ranges come from agents._calibration already (the theorist need not)
 
     def __init__(self, rng: random.Random, vendor: str = "amd", kernels: str = "gemm"):
         self.rng = rng
@@ -61,19 +62,9 @@ class OfflineBrain:
         return Choice(base_id=base.id, reference_id=reference.id if reference else None, reason=why)
 
     # ---- theorist: avenues, plans, choice ------------------------------------------------
-    def _predict(self, technique: knowledge.Technique, view: DesignView) -> tuple[float, float, float]:
-        seen = [t.observed_uplift for t in view.trials
-                if t.technique == technique.name and t.observed_uplift is not None]
+    def _innovation(self, technique: knowledge.Technique, view: DesignView) -> float:
         tried = sum(1 for t in view.trials if t.technique == technique.name)
-        centre = (technique.prior_min + technique.prior_max) / 2
-        half = (technique.prior_max - technique.prior_min) / 2
-        if seen:
-            w = len(seen) / (len(seen) + 2)
-            spread = statistics.pstdev(seen) if len(seen) > 1 else half
-            centre = (1 - w) * centre + w * statistics.fmean(seen)
-            half = (1 - w) * half + w * max(0.02, spread)
-        innovation = technique.novelty / (1 + tried)
-        return centre - half, centre + half, innovation
+        return technique.novelty / (1 + tried)
 
     async def design(self, view: DesignView) -> Design:
         done = {(t.technique, t.label) for t in view.trials if t.base_id == view.base.id}
@@ -83,12 +74,15 @@ class OfflineBrain:
                 variants = technique.variants(view.base_source, view.reference_source)
             except Exception:  # a base the technique cannot parse: not an avenue
                 continue
-            base_lo, base_hi, innovation = self._predict(technique, view)
+            innovation = self._innovation(technique, view)
             for variant in variants:
                 if (technique.name, variant.label) in done:
                     continue
                 edge = technique.edge(variant.params)  # one form measured against another
-                lo, hi = base_lo + edge, base_hi + edge
+                # The prior (literature range plus the variant's edge), recalibrated on what the
+                # campaign observed for this technique and variant (agents._calibration).
+                lo, hi = calibrate(technique.prior_min + edge, technique.prior_max + edge, technique.name,
+                                   variant.label, view.trials, view.noise)
                 plan = Plan(technique=technique.name, params=dict(variant.params), label=variant.label,
                             plan=f"{technique.title}: {variant.label}", changes=list(variant.changes),
                             min_uplift=round(lo, 4), max_uplift=round(hi, 4),

@@ -9,10 +9,12 @@ as hypotheses; the chosen ones wait for an engineer.
 from __future__ import annotations
 
 import anyio
+import msgspec
 
 from blackboard import LEARNED, Hypothesis, HypothesisState, SelectionState, Verdict
 
 from ._base import Agent
+from ._calibration import calibrate
 from ._views import kernel_view, uplift
 from .brain import DesignView, TrialView
 
@@ -61,7 +63,7 @@ class Theorist(Agent):
             reference_source=ref.source if ref else None, trials=self.trials(),
             findings=[f.text for f in board.findings()[-20:]],
             written=sorted({k.source_hash for k in board.kernels()}),
-            avenues=cfg.avenues, plans=cfg.plans, choose=cfg.choose)
+            avenues=cfg.avenues, plans=cfg.plans, choose=cfg.choose, noise=self.ctx.scenario.evaluator.noise)
         design = await self.ask(f"design for selection {sel.id}", self.ctx.brain.design, view)
         if design is None:  # the selection stays open: the next attempt comes after a think
             return
@@ -69,6 +71,9 @@ class Theorist(Agent):
         drafts = []
         for i, plan in enumerate(design.plans):
             chosen = i in design.chosen
+            if not getattr(self.ctx.brain, "calibrates", False):  # the offline brain ranks on calibrated ranges
+                lo, hi = calibrate(plan.min_uplift, plan.max_uplift, plan.technique, plan.label, view.trials, view.noise)
+                plan = msgspec.structs.replace(plan, min_uplift=lo, max_uplift=hi)
             drafts.append(Hypothesis(
                 id=0, selection_id=sel.id, base_id=sel.base_id, reference_id=sel.reference_id,
                 avenue=plan.plan, label=plan.label, technique=plan.technique, params=plan.params, plan=plan.plan,

@@ -2,7 +2,15 @@
 
 Choices, and why:
 - WAL with ``synchronous=NORMAL``: a process killed at any point (kill -9) leaves every committed
-  transaction in place; only an OS crash or power loss can drop the last commits.
+  transaction in place; only an OS crash or power loss can drop the last commits (NORMAL syncs the
+  WAL at checkpoints, not at each commit). That is the right trade for messages, plans and kernels,
+  which the agents recreate in seconds.
+- Evaluation records are the exception: the hardware took minutes to produce one and the rate
+  limit may forbid producing it again soon. Their transaction runs with ``synchronous=FULL``
+  (``write(conn, durable=True)``): in WAL mode SQLite then syncs the WAL to stable storage before
+  COMMIT returns, so a result that was acknowledged (its message is written only after the commit)
+  survives an OS crash or power loss too, as far as the disk honours fsync. The cost is one fsync
+  per evaluation, a few milliseconds against minutes of hardware time.
 - Every write is one short ``BEGIN IMMEDIATE`` transaction: ``busy_timeout`` does not cover a read
   that upgrades to a write inside a deferred transaction, while an immediate one waits properly
   for the writer lock (facts/stack-notes.md).
@@ -185,12 +193,19 @@ def migrate(conn: sqlite3.Connection, path: Path) -> None:
 
 
 @contextmanager
-def write(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """One short write transaction that takes the writer lock up front."""
-    conn.execute("BEGIN IMMEDIATE")
+def write(conn: sqlite3.Connection, durable: bool = False) -> Iterator[sqlite3.Connection]:
+    """One short write transaction that takes the writer lock up front; ``durable``: synced to
+    stable storage before it returns (module note; the pragma cannot change inside a transaction)."""
+    if durable:
+        conn.execute("PRAGMA synchronous=FULL")
     try:
-        yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+    finally:
+        if durable:
+            conn.execute("PRAGMA synchronous=NORMAL")

@@ -23,7 +23,7 @@ import msgspec
 from . import _db
 from .records import (
     Campaign, Evaluation, EvalReport, Finding, Hypothesis, HypothesisState, Kernel, KernelState,
-    LLMCall, Message, Outcome, Review, Selection, SelectionState, Submission, SubmissionState,
+    LLMCall, Message, Outcome, Review, RunSegment, Selection, SelectionState, Submission, SubmissionState,
 )
 
 T = TypeVar("T", bound=msgspec.Struct)
@@ -124,6 +124,15 @@ class Blackboard:
                 raise TransitionError(f"{self.path} already holds a campaign; use `resume`")
             c.execute("INSERT INTO campaign (id, body) VALUES (1, ?)", (_encode(campaign),))
         self._notify("campaign")
+
+    def start_segment(self, segment: RunSegment) -> Campaign:
+        """Record the limits of a new run of this campaign (a resume), in force from its start."""
+        with _db.write(self._conn) as c:
+            campaign = self._rows(Campaign, "SELECT body FROM campaign")[0]
+            campaign = msgspec.structs.replace(campaign, segments=[*campaign.segments, segment])
+            c.execute("UPDATE campaign SET body = ? WHERE id = 1", (_encode(campaign),))
+        self._notify("campaign")
+        return campaign
 
     def clock(self) -> float:
         """The campaign time of the latest record (where a resumed campaign's clock restarts)."""
@@ -318,8 +327,10 @@ class Blackboard:
     def record_evaluation(self, *, submission_id: int, owner: str, started_at: float,
                           finished_at: float, report: EvalReport) -> Evaluation:
         """Store a result, close the submission and move the kernel on, all in one transaction.
-        The UNIQUE submission id makes a second record of the same evaluation impossible."""
-        with _db.write(self._conn) as c:
+        The UNIQUE submission id makes a second record of the same evaluation impossible. The
+        transaction is durable (synced before this returns; ``_db`` says what that guarantees):
+        callers acknowledge the result only after it."""
+        with _db.write(self._conn, durable=True) as c:
             sub = self._one(Submission, "submission", submission_id)
             if sub.state != SubmissionState.LEASED or sub.lease_owner != owner:
                 raise TransitionError(f"submission {submission_id} is {sub.state} "

@@ -157,6 +157,30 @@ class Provenance(msgspec.Struct, frozen=True):
     model: str | None = None  # the timing model's name and version, when simulated
     notes: str = ""
 
+    # Every surface that shows a time labels it from here (log, status, watch, report, export):
+    # never from the campaign's settings or the backend's name.
+    @property
+    def kind(self) -> str:
+        """"simulated" or "measured"."""
+        return "simulated" if self.simulated else "measured"
+
+    @property
+    def hardware(self) -> str:
+        """The device's name without the "(simulated)" a simulated backend appends."""
+        return self.device.replace("(simulated)", "").strip()
+
+    def label(self) -> str:
+        """"simulated on AMD Instinct MI300X" / "measured on NVIDIA H200"."""
+        return f"{self.kind} on {self.hardware}"
+
+    def protocol(self) -> str:
+        """How the time was produced, in one line."""
+        if self.simulated:
+            model = f" {self.model}" if self.model else ""
+            return (f"simulated {self.hardware}: time from the analytic model{model}, correctness run "
+                    f"under Triton's CPU interpreter")
+        return f"measured on {self.hardware} ({self.timing_method})"
+
 
 class EvalReport(msgspec.Struct, frozen=True):
     """What a backend returns for one candidate. ``duration_s`` is how long the evaluation takes on
@@ -178,6 +202,17 @@ class ScenarioRecord(msgspec.Struct, frozen=True):
     config_json: str
 
 
+class RunSegment(msgspec.Struct, frozen=True):
+    """One run of a campaign (the first, or a resume) with the limits in force from its start
+    until the next segment's: what utilisation and rate-limit use are measured against."""
+
+    started_at: float  # campaign time
+    rate_per_hour: float
+    in_flight: int
+    hours: float  # the campaign's deadline during this run (``resume --set campaign.hours`` moves it)
+    settings: list[str] = []  # the ``--set`` overrides that made it differ from the previous run
+
+
 class Campaign(msgspec.Struct, frozen=True):
     name: str
     seed: int
@@ -189,6 +224,7 @@ class Campaign(msgspec.Struct, frozen=True):
     virtual_time: bool
     # The task's PyTorch reference run through the same backend: the "speed-up over reference" anchor.
     reference: EvalReport | None = None
+    segments: list[RunSegment] = []  # every run's limits; empty in files written before they were kept
 
 
 class Kernel(msgspec.Struct, frozen=True):

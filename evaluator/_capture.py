@@ -8,8 +8,9 @@ bytes and flops. The inputs live on the ``meta`` device: right shapes, strides a
 so capturing a 6144x4608x7168 call costs microseconds.
 
 Static features come from the kernel's source (``JITFunction.src`` or the interpreted function's
-source): the model needs to know whether a launch does matrix work and at what precision, which
-the launch arguments alone do not say.
+source) read with the launch's constexpr values, so that only the branches the launch compiles
+count: the model needs to know whether a launch does matrix work and at what precision, which the
+launch arguments alone do not say.
 """
 
 from __future__ import annotations
@@ -27,27 +28,102 @@ _LAUNCH_OPTIONS = {
     "matrix_instr_nonkdim", "kpack", "launch_cooperative_grid", "launch_pdl", "debug",
 }
 _AMD_KNOBS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack")
-_features_cache: dict[int, dict[str, bool]] = {}
+_features_cache: dict[tuple, dict[str, bool | str]] = {}
+_parsed_cache: dict[int, ast.Module | None] = {}
 
 
-def kernel_features(src: str) -> dict[str, bool]:
-    """What the kernel's source says about its matrix work (see ``Launch``).
+class _Unknown(Exception):
+    """An expression whose value is not fixed by the launch's constexprs."""
+
+
+_CMP = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
+        ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b}
+_BIN = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+        ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b}
+
+
+def _static_value(node: ast.expr, env: dict[str, int | bool | float]):
+    """The value of a constexpr expression (names, literals, comparisons, and/or/not, arithmetic)
+    under one launch's constexprs; raises _Unknown for anything that depends on runtime values."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, bool)):
+        return node.value
+    if isinstance(node, ast.Name) and node.id in env:
+        return env[node.id]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return not _static_value(node.operand, env)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_static_value(node.operand, env)
+    if isinstance(node, ast.BoolOp):
+        values = [_static_value(v, env) for v in node.values]
+        return all(values) if isinstance(node.op, ast.And) else any(values)
+    if isinstance(node, ast.BinOp) and type(node.op) in _BIN:
+        return _BIN[type(node.op)](_static_value(node.left, env), _static_value(node.right, env))
+    if isinstance(node, ast.Compare) and all(type(op) in _CMP for op in node.ops):
+        left = _static_value(node.left, env)
+        for op, right_node in zip(node.ops, node.comparators):
+            right = _static_value(right_node, env)
+            if not _CMP[type(op)](left, right):
+                return False
+            left = right
+        return True
+    raise _Unknown
+
+
+class _TakeBranches(ast.NodeTransformer):
+    """Keep only the branches a launch takes: an ``if`` (or ``x if c else y``) whose condition the
+    constexprs decide is replaced by the taken side, as Triton's own compiler does for constexpr
+    conditions. Branches on runtime values stay, both sides."""
+
+    def __init__(self, env: dict[str, int | bool | float]) -> None:
+        self.env = env
+
+    def visit_If(self, node: ast.If):
+        self.generic_visit(node)
+        try:
+            taken = node.body if _static_value(node.test, self.env) else node.orelse
+        except _Unknown:
+            return node
+        return taken or ast.Pass()
+
+    def visit_IfExp(self, node: ast.IfExp):
+        self.generic_visit(node)
+        try:
+            return node.body if _static_value(node.test, self.env) else node.orelse
+        except _Unknown:
+            return node
+
+
+def _parse(src: str) -> ast.Module | None:
+    try:
+        return ast.parse(inspect.cleandoc(src) if src.startswith((" ", "\t")) else src)
+    except SyntaxError:
+        return None
+
+
+def kernel_features(src: str, constexprs: dict[str, int | bool | float] | None = None,
+                    tree: ast.Module | None = None) -> dict[str, bool | str]:
+    """What one launch of the kernel does in its matrix work (see ``Launch``).
+
+    The source is read as the launch compiles it: ``if`` branches on constexprs (``if MODE == 0``,
+    ``if CONVERT:``, ``x if SPLIT_K > 1 else y``) are decided with the launch's constexpr values
+    first, so a kernel with a precise fp8 branch and a bf16 branch counts as precise only for the
+    launches that take the first. ``max_num_imprecise_acc`` may itself be a constexpr.
 
     Upcasts are found through the AST: a ``tl.dot`` operand counts as upcast when its expression,
     or the assignment of the name it uses, contains ``.to(tl.bfloat16)`` (or float16/float32). A
     plain text search would also catch the epilogue's ``acc.to(tl.bfloat16)``, which is no upcast.
+    Code inside helper ``@triton.jit`` functions the kernel calls is not followed.
     """
-    feats = {
-        "has_dot": bool(re.search(r"\btl\.dot(_scaled)?\s*\(", src)),
-        "precise_acc": bool(re.search(r"max_num_imprecise_acc\s*=\s*0\b", src)),
-        "atomic": bool(re.search(r"\btl\.atomic_\w+\s*\(", src)),
-        "upcast_bf16": False,
-        "upcast_fp32": False,
-    }
-    try:
-        tree = ast.parse(inspect.cleandoc(src) if src.startswith((" ", "\t")) else src)
-    except SyntaxError:
-        return feats
+    env = dict(constexprs or {})
+    tree = tree if tree is not None else _parse(src)
+    if tree is None:
+        return {"has_dot": bool(re.search(r"\btl\.dot(_scaled)?\s*\(", src)),
+                "precise_acc": bool(re.search(r"max_num_imprecise_acc\s*=\s*0\b", src)),
+                "atomic": bool(re.search(r"\btl\.atomic_\w+\s*\(", src)), "upcast_bf16": False, "upcast_fp32": False,
+                "upcast_to": ""}
+    tree = _TakeBranches(env).visit(ast.parse(ast.unparse(tree)))  # a copy: the cached tree stays whole
+    feats = {"has_dot": False, "precise_acc": False, "atomic": False, "upcast_bf16": False, "upcast_fp32": False,
+             "upcast_to": ""}
     assigned: dict[str, list[str]] = {}
     for node in ast.walk(tree):
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
@@ -56,16 +132,31 @@ def kernel_features(src: str) -> dict[str, bool]:
                 if isinstance(t, ast.Name) and node.value is not None:
                     assigned.setdefault(t.id, []).append(ast.unparse(node.value))
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and ast.unparse(node.func) in ("tl.dot", "triton.language.dot"):
-            for arg in node.args[:2]:
-                texts = [ast.unparse(arg)]
-                if isinstance(arg, ast.Name):
-                    texts += assigned.get(arg.id, [])
-                joined = " ".join(texts)
-                if re.search(r"\.to\(\s*tl\.(bfloat16|float16)", joined):
-                    feats["upcast_bf16"] = True
-                if re.search(r"\.to\(\s*tl\.float32", joined):
-                    feats["upcast_fp32"] = True
+        if not isinstance(node, ast.Call):
+            continue
+        func = ast.unparse(node.func)
+        if re.fullmatch(r"(tl|triton\.language)\.atomic_\w+", func):
+            feats["atomic"] = True
+        if func not in ("tl.dot", "triton.language.dot", "tl.dot_scaled", "triton.language.dot_scaled"):
+            continue
+        feats["has_dot"] = True
+        for kw in node.keywords:
+            if kw.arg == "max_num_imprecise_acc":
+                try:
+                    feats["precise_acc"] |= _static_value(kw.value, env) == 0
+                except _Unknown:
+                    pass
+        for arg in node.args[:2]:
+            texts = [ast.unparse(arg)]
+            if isinstance(arg, ast.Name):
+                texts += assigned.get(arg.id, [])
+            joined = " ".join(texts)
+            if cast := re.search(r"\.to\(\s*tl\.(bfloat16|float16)", joined):
+                feats["upcast_bf16"] = True
+                feats["upcast_to"] = feats["upcast_to"] or cast.group(1)
+            if re.search(r"\.to\(\s*tl\.float32", joined):
+                feats["upcast_fp32"] = True
+                feats["upcast_to"] = "float32"
     return feats
 
 
@@ -102,9 +193,11 @@ def _record_launch(kernel, args: tuple, grid, kwargs: dict) -> Launch:
     meta = {**values, **{k: v for k, v in kwargs.items() if k in _LAUNCH_OPTIONS}}
     g = grid(meta) if callable(grid) else grid
     g = tuple(int(x) for x in (g if isinstance(g, (tuple, list)) else (g,)))
-    key = id(pyfn)
+    key = (id(pyfn), tuple(sorted(constexprs.items())))
     if key not in _features_cache:
-        _features_cache[key] = kernel_features(_source_of(kernel))
+        if id(pyfn) not in _parsed_cache:
+            _parsed_cache[id(pyfn)] = _parse(_source_of(kernel))
+        _features_cache[key] = kernel_features(_source_of(kernel), constexprs, _parsed_cache[id(pyfn)])
     return Launch(
         kernel=getattr(pyfn, "__name__", "kernel"),
         grid=list(g + (1,) * (3 - len(g))),

@@ -48,6 +48,7 @@ class Launch(msgspec.Struct, frozen=True):
     upcast_bf16: bool  # operands cast to bf16 before tl.dot
     upcast_fp32: bool  # operands cast to fp32 before tl.dot
     atomic: bool  # uses tl.atomic_* (split-K reduction in place)
+    upcast_to: str = ""  # the dtype tl.dot's operands are cast to ("float16", "bfloat16", "float32"), if any
 
 
 class TorchOp(msgspec.Struct, frozen=True):

@@ -13,8 +13,8 @@ class BackendUnavailable(Exception):
     """The chosen backend cannot run on this machine; the message says which setting and why."""
 
 
-def make_backend(kind: str, task, *, setting: str, instead: str, device: str = "mi300x", noise: float = 0.0,
-                 timeout_s: float = 600.0, max_calls: int = 100, shape_budget_s: float = 5.0,
+def make_backend(kind: str, task, *, setting: str, instead: str, timeout_s: float, device: str = "mi300x",
+                 noise: float = 0.0, max_calls: int = 100, shape_budget_s: float = 5.0,
                  own_kernel: bool = False, harness_device: str = "cuda", ray_address: str = "",
                  in_flight: int = 1):
     """A ``SimulatedBackend``, ``LocalBackend`` or ``RayBackend`` for ``task``. ``setting`` names

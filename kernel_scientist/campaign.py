@@ -22,8 +22,8 @@ from agents import (
     Archivist, CampaignClock, Context, Critic, Engineer, EvaluatorAgent, OfflineBrain, Theorist,
 )
 from blackboard import (
-    Blackboard, BlackboardError, Campaign, KernelState, Message, Scenario, retune, scenario_from_json,
-    scenario_json,
+    Blackboard, BlackboardError, Campaign, KernelState, Message, RunSegment, Scenario, metrics, retune,
+    scenario_from_json, scenario_json,
 )
 
 from . import logs
@@ -125,6 +125,10 @@ def _run(scenario: Scenario, db: Path, listeners, *, resume: bool, retuned: list
             for listener in listeners:
                 board.on_message(listener)
             if resume:
+                ev = scenario.evaluator
+                board.start_segment(RunSegment(started_at=board.clock(), rate_per_hour=ev.rate_per_hour,
+                                               in_flight=ev.in_flight, hours=scenario.campaign.hours,
+                                               settings=list(retuned)))
                 released = board.release_leases()
                 board.say(agent="runner", kind="info", at=board.clock(),
                           text=f"resumed at campaign time {board.clock() / 3600:.2f} h; "
@@ -168,7 +172,9 @@ def _open_board(scenario: Scenario, db: Path, task, backend, resume: bool, seed_
         board.create_campaign(Campaign(
             name=scenario.campaign.name, seed=scenario.campaign.seed, task=task.name,
             backend=backend.name, simulated=backend.simulated, config_json=scenario_json(scenario),
-            created_wall=time.time(), virtual_time=backend.simulated, reference=reference))
+            created_wall=time.time(), virtual_time=backend.simulated, reference=reference,
+            segments=[metrics.first_segment(scenario.evaluator.rate_per_hour, scenario.evaluator.in_flight,
+                                            scenario.campaign.hours)]))
         board.add_kernel(source=seed_source, author="seed", at=0.0, state=KernelState.DRAFT,
                          summary=f"seed submission ({scenario.seed_path().name})")
     except BaseException:

@@ -23,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from blackboard import (
-    Blackboard, HypothesisState, KernelState, Message, SubmissionState, open_existing,
+    Blackboard, HypothesisState, KernelState, Message, SubmissionState, metrics, open_existing,
     scenario_from_json,
 )
 
@@ -61,7 +61,10 @@ class Snapshot(msgspec.Struct, frozen=True):
     in_flight: int
     starts_last_hour: int
     next_start_in_s: float  # 0 = the rate limit would allow a start now
-    utilisation: float  # busy evaluator-seconds / (elapsed * in_flight)
+    utilisation: float  # blackboard.metrics: busy / capacity in force, since the start
+    rate_used: float  # blackboard.metrics: starts / starts the rate limits in force allowed
+    label: str  # from the evaluations' provenance: "simulated on ..." / "measured on ..."
+    predictions: metrics.Calibration
     evaluations: int
     failed: int
     best_us: float | None
@@ -76,7 +79,6 @@ def snapshot(board: Blackboard, messages: int = 12) -> Snapshot:
     """Read one consistent-enough view of a campaign (each query is its own read)."""
     campaign = board.campaign()
     scenario = scenario_from_json(campaign.config_json)
-    ev_cfg = scenario.evaluator
     now = board.clock()
     conversation = board.messages()  # a campaign day has a few thousand lines: cheap to re-read
     recent = conversation[-messages:]
@@ -84,27 +86,18 @@ def snapshot(board: Blackboard, messages: int = 12) -> Snapshot:
     evals = board.evaluations()
     subs = board.submissions()
 
-    # The best score over time, in the order results landed.
-    best_over_time, best, failed = [], None, 0
-    for ev in sorted(evals, key=lambda e: (e.finished_at, e.id)):
-        score = ev.report.score_us
-        if ev.report.outcome != "passed" or score is None:
-            failed += 1
-            continue
-        if best is None or score < best:
-            best = score
-        best_over_time.append((ev.finished_at, best))
+    # The best score over time, in the order results landed (blackboard.metrics).
+    best_over_time = metrics.best_over_time(evals)
+    best = best_over_time[-1][1] if best_over_time else None
+    failed = sum(1 for e in evals if e.report.outcome != "passed" or e.report.score_us is None)
     seed_us = next((e.report.score_us for e in evals if kernels[e.kernel_id].author == "seed"), None)
 
-    # Rate limit and utilisation, from the starts the service saw and the evaluations it finished.
+    # Rate limit and utilisation against the limits in force at each moment (blackboard.metrics).
     starts = board.evaluation_starts()
-    spacing = 3600.0 / ev_cfg.rate_per_hour
-    next_in = max(0.0, starts[-1] + spacing - now) if starts else 0.0
-    busy = sum(e.finished_at - e.started_at for e in evals)
+    next_in = metrics.headroom_s(campaign, starts, now)
     leased = [s for s in subs if s.state == SubmissionState.LEASED]
-    busy += sum(max(0.0, now - s.starts[-1]) for s in leased if s.starts)
-    elapsed = max(now, 1e-9)
-    utilisation = min(1.0, busy / (elapsed * ev_cfg.in_flight)) if now > 0 else 0.0
+    use = metrics.usage(campaign, evals, subs, starts, now)
+    limits = metrics.limits_at(campaign, now)
 
     queue = [QueueRow(kernel_id=s.kernel_id, expected_value=s.expected_value, state=s.state,
                       waited_s=max(0.0, now - s.enqueued_at), summary=kernels[s.kernel_id].summary)
@@ -112,9 +105,11 @@ def snapshot(board: Blackboard, messages: int = 12) -> Snapshot:
     over = finished_at(board) is not None
     return Snapshot(
         name=campaign.name, task=campaign.task, simulated=campaign.simulated, seed=campaign.seed,
-        now=now, hours=scenario.campaign.hours, over=over, rate_per_hour=ev_cfg.rate_per_hour,
-        in_flight=ev_cfg.in_flight, starts_last_hour=sum(1 for t in starts if t > now - 3600.0),
-        next_start_in_s=next_in, utilisation=utilisation, evaluations=len(evals), failed=failed,
+        label=next((e.report.provenance.label() for e in evals), ""),
+        predictions=metrics.calibration(board.hypotheses()),
+        now=now, hours=limits.hours, over=over, rate_per_hour=limits.rate_per_hour,
+        in_flight=limits.in_flight, starts_last_hour=sum(1 for t in starts if t > now - 3600.0),
+        next_start_in_s=next_in, utilisation=use.utilisation, rate_used=use.rate_used, evaluations=len(evals), failed=failed,
         best_us=best, seed_us=seed_us, best_over_time=best_over_time,
         agents=_agents(board, conversation, scenario.agents.engineers, kernels, leased, over),
         queue=queue, messages=recent)
@@ -182,7 +177,7 @@ def _colour(agent: str) -> str:
 
 
 def render(snap: Snapshot):
-    label = "simulated" if snap.simulated else "measured"
+    label = snap.label or "no evaluations yet"
     clock_kind = "virtual" if snap.simulated else "wall"
     head = Text()
     head.append(f"{snap.name}", style="bold")
@@ -225,7 +220,9 @@ def render(snap: Snapshot):
                      else f"next start in {clock(snap.next_start_in_s)}")
     gauge.append(f"\nin flight ≤ {snap.in_flight}; utilisation {snap.utilisation:.0%} ")
     gauge.append(_bar(snap.utilisation), style="green")
+    gauge.append(f" rate limit used {snap.rate_used:.0%}")
     gauge.append(f"\n{snap.evaluations} evaluations ({snap.failed} failed)")
+    gauge.append(f"\n{metrics.calibration_text(snap.predictions)}")
 
     progress = Text()
     if snap.best_us is None:

@@ -17,7 +17,7 @@ import textwrap
 
 import msgspec
 
-from blackboard import Blackboard, Kernel, Provenance
+from blackboard import Blackboard, Kernel
 
 # The GPU names the leaderboard's `#!POPCORN gpus` line accepts, and the device-name marker of each.
 LEADERBOARD_GPUS = (("MI300", "MI300"), ("MI250", "MI250"), ("H100", "H100"), ("A100", "A100"),
@@ -69,13 +69,13 @@ def _step(board: Blackboard, k: Kernel) -> str:
     return f"kernel {k.id} ({tag}{k.author}{ref}): {k.summary or 'no summary'} -> {_score(board, k.id)}"
 
 
-def _protocol(prov: Provenance) -> str:
-    if prov.simulated:
-        model = f" {prov.model}" if prov.model else ""
-        device = prov.device.replace("(simulated)", "").strip()
-        return (f"simulated {device}: time from the analytic model{model}, correctness run "
-                f"under Triton's CPU interpreter")
-    return f"measured on {prov.device} ({prov.timing_method})"
+def leaderboard_name(board: Blackboard, chain: list[Kernel]) -> str:
+    """The task's own leaderboard name: the ``#!POPCORN leaderboard`` line of the campaign's seed
+    (the task's submission template), else the task's name."""
+    for line in chain[0].source.splitlines()[:20]:
+        if line.startswith("#!POPCORN leaderboard "):
+            return line.split(None, 2)[2].strip()
+    return board.campaign().task
 
 
 def _docstring_span(source: str) -> tuple[int, int, str] | None:
@@ -115,17 +115,17 @@ def export(board: Blackboard, kernel_id: int, db_name: str, version: str) -> Exp
     device = prov.device if prov else campaign.backend
     gpu, note = leaderboard_gpu(device)
     if ev and ev.report.outcome == "passed" and ev.report.score_us is not None:
-        label = "simulated" if ev.report.provenance.simulated else "measured"
-        score = f"{ev.report.score_us:.1f} us geometric mean over {len(ev.report.shapes)} ranked shapes ({label})"
+        score = (f"{ev.report.score_us:.1f} us geometric mean over {len(ev.report.shapes)} ranked shapes "
+                 f"({ev.report.provenance.label()})")
     else:
         score = f"{_score(board, kernel.id)} (this kernel has no passing evaluation)"
     header = [
-        f"#!POPCORN leaderboard {campaign.task}",
+        f"#!POPCORN leaderboard {leaderboard_name(board, chain)}",
         f"#!POPCORN gpus {gpu}",
         f"# Exported by kernel-scientist {version} from campaign '{campaign.name}' (seed {campaign.seed}, "
         f"blackboard {db_name}).",
         f"# Kernel {kernel.id} ({kernel.state}): {score}.",
-        f"# Protocol: {_protocol(prov) if prov else 'no evaluation'}.",
+        f"# Protocol: {prov.protocol() if prov else 'no evaluation'}.",
         "# Lineage: " + " -> ".join(f"kernel {k.id}" for k in chain) + ".",
     ]
     body = [line for line in kernel.source.splitlines() if not line.startswith("#!POPCORN")]

@@ -24,7 +24,7 @@ matplotlib.use("Agg")  # before pyplot: render to files only, never a window
 import matplotlib.pyplot as plt  # noqa: E402
 import msgspec  # noqa: E402
 
-from blackboard import Blackboard, Evaluation, Kernel, KernelState, Verdict, scenario_from_json  # noqa: E402
+from blackboard import Blackboard, Evaluation, Kernel, KernelState, Verdict, metrics  # noqa: E402
 
 from . import status as status_mod  # noqa: E402
 
@@ -231,25 +231,16 @@ def _ledger(board: Blackboard, out: Path, label: str) -> Section:
     return Section("Hypothesis ledger", "hypotheses.png", table)
 
 
-def utilisation_by_hour(evals: list[Evaluation], hours: int, in_flight: int) -> list[float]:
-    """Fraction of evaluator capacity busy in each campaign hour."""
-    busy = [0.0] * hours
-    for ev in evals:
-        for h in range(int(ev.started_at // 3600), min(hours, int(ev.finished_at // 3600) + 1)):
-            overlap = min(ev.finished_at, (h + 1) * 3600) - max(ev.started_at, h * 3600)
-            if overlap > 0:
-                busy[h] += overlap
-    return [b / (3600 * in_flight) for b in busy]
-
-
 def _evaluator(board: Blackboard, out: Path, label: str) -> Section:
-    scenario = scenario_from_json(board.campaign().config_json)
-    cfg = scenario.evaluator
+    campaign = board.campaign()
     evals = board.evaluations()
     subs = {s.id: s for s in board.submissions()}
-    end = max([board.clock(), *(e.finished_at for e in evals)], default=0.0)
+    end = board.clock()
     hours = max(1, math.ceil(end / 3600))
-    util = utilisation_by_hour(evals, hours, cfg.in_flight)
+    util = metrics.utilisation_by_hour(campaign, evals, hours)
+    segs = metrics.segments(campaign)
+    limits = "; ".join(f"from {s.started_at / 3600:.1f} h: in_flight={s.in_flight}, rate {s.rate_per_hour:g}/h"
+                       for s in segs)
     waits = [(e.started_at / 3600, (e.started_at - subs[e.submission_id].enqueued_at) / 3600)
              for e in evals if e.submission_id in subs]
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.2))
@@ -257,7 +248,7 @@ def _evaluator(board: Blackboard, out: Path, label: str) -> Section:
     a.set_ylim(0, 105)
     a.set_xlabel("campaign hour")
     a.set_ylabel(f"% of evaluator capacity busy ({label})")
-    a.set_title(f"utilisation per hour (in_flight={cfg.in_flight}, rate {cfg.rate_per_hour:g}/h)")
+    a.set_title("utilisation per hour (of the capacity in force)")
     a.grid(axis="y", alpha=0.3)
     b.scatter([w[0] for w in waits], [w[1] for w in waits], s=14, color="#e07b39")
     b.set_xlabel("campaign time of the evaluation's start (h)")
@@ -265,17 +256,13 @@ def _evaluator(board: Blackboard, out: Path, label: str) -> Section:
     b.set_title("queue wait: approved -> evaluation started")
     b.grid(alpha=0.3)
     _save(fig, out / "evaluator.png")
-    busy = sum(e.finished_at - e.started_at for e in evals)
-    total = busy / (end * cfg.in_flight) if end else 0.0
+    use = metrics.usage(campaign, evals, list(subs.values()), board.evaluation_starts(), end)
     mean_wait = sum(w for _, w in waits) / len(waits) if waits else 0.0
-    allowed = max(1, math.ceil(end / 3600 * cfg.rate_per_hour))
-    starts = len(board.evaluation_starts())
     return Section("Evaluator utilisation and queue wait", "evaluator.png",
-                   f"<p>Overall utilisation {total:.0%} of {cfg.in_flight} slot(s) over "
-                   f"{end / 3600:.1f} campaign hours; mean queue wait {mean_wait * 60:.0f} min; "
-                   f"{starts} evaluation starts of the {allowed} the rate limit "
-                   f"({cfg.rate_per_hour:g} per hour) allowed ({starts / allowed:.0%} of the budget; "
-                   f"{label}).</p>")
+                   f"<p>Overall utilisation {use.utilisation:.0%} of the evaluator capacity in force over "
+                   f"{end / 3600:.1f} campaign hours ({html.escape(limits)}); mean queue wait "
+                   f"{mean_wait * 60:.0f} min; {use.starts} evaluation starts of the {use.allowed} the rate "
+                   f"limits allowed (rate limit used {use.rate_used:.0%}; {label}).</p>")
 
 
 def llm_usage(board: Blackboard) -> list[LlmUsage] | None:
@@ -338,14 +325,16 @@ def build(board: Blackboard, out: Path, step: Callable[[str], None] = lambda nam
     """Write every plot into ``out`` and return the page's parts; ``step`` reports progress."""
     out.mkdir(parents=True, exist_ok=True)
     campaign = board.campaign()
-    label = "simulated" if campaign.simulated else "measured"
     st = status_mod.status(board)
+    label = st.kind or ("simulated" if campaign.simulated else "measured")  # the evaluations' provenance
     summary = [
-        f"task {campaign.task}; backend {campaign.backend} ({label}); device {st.device or 'n/a'}; "
+        f"task {campaign.task}; backend {campaign.backend}; {st.label or 'no evaluations yet'}; "
         f"seed {campaign.seed}; {st.virtual_hours:.1f} {'virtual' if campaign.virtual_time else 'wall'} "
         "campaign hours",
         f"{st.submissions} submissions, {st.evaluations} evaluations ({st.failed} failed), "
-        f"{st.rejected} kernels sent back by the critic",
+        f"{st.rejected} kernels sent back by the critic; evaluator utilisation {st.utilisation:.0%}, "
+        f"rate limit used {st.rate_used:.0%}",
+        metrics.calibration_text(st.predictions),
     ]
     if st.best is not None:
         summary.append(
@@ -353,7 +342,7 @@ def build(board: Blackboard, out: Path, step: Callable[[str], None] = lambda nam
             f"{_x(st.best.speedup_vs_seed or float('nan'))} the seed, "
             f"{_x(st.best.speedup_vs_reference or float('nan'))} the PyTorch reference")
     report = Report(out=out, title=f"{campaign.name}: campaign report ({label})",
-                    simulated=campaign.simulated, summary=summary)
+                    simulated=st.simulated, summary=summary)
     steps = [("best score", lambda: _best_score(board, out, label)),
              ("per-shape speed-up", lambda: _per_shape(board, out, label, st)),
              ("lineage", lambda: _lineage(board, out, label, st)),

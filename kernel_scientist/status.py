@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
-from blackboard import Blackboard, Evaluation, KernelState
+from blackboard import Blackboard, Evaluation, KernelState, metrics
 from evaluator import geomean
 
 
@@ -37,6 +37,13 @@ class Status(msgspec.Struct, frozen=True):
     # Evaluations one GPU finishes per hour of its own time: 3600 / the mean evaluation's duration
     # (start to verdict, campaign clock: modeled on simulated backends, wall time on real ones).
     evaluations_per_gpu_hour: float | None = None
+    # "simulated on AMD Instinct MI300X" / "measured on NVIDIA H200": from the evaluations' provenance.
+    label: str = ""
+    kind: str = ""  # "simulated" | "measured" | "" (no evaluation yet)
+    # blackboard.metrics over the whole campaign so far, with the limits in force at each moment.
+    utilisation: float = 0.0
+    rate_used: float = 0.0
+    predictions: metrics.Calibration | None = None  # predicted vs observed uplift (blackboard.metrics)
 
 
 CLOSING = "campaign over"  # how the runner's last message starts (kernel_scientist/campaign.py)
@@ -70,9 +77,13 @@ def status(board: Blackboard, top: int = 10) -> Status:
             speedup_vs_seed=round(seed_us / ev.report.score_us, 3) if seed_us else None,
             speedup_vs_reference=round(ref_us / ev.report.score_us, 3) if ref_us else None,
             author=k.author, summary=k.summary, parent_id=k.parent_id))
-    device = evals[0].report.provenance.device if evals else ""
+    prov = next((e.report.provenance for e in evals if _passed(e)), evals[0].report.provenance if evals else None)
+    use = metrics.usage(campaign, evals, board.submissions(), board.evaluation_starts(), board.clock())
     return Status(
-        task=campaign.task, backend=campaign.backend, simulated=campaign.simulated, device=device,
+        task=campaign.task, backend=campaign.backend, simulated=prov.simulated if prov else campaign.simulated,
+        device=prov.hardware if prov else "", label=prov.label() if prov else "", kind=prov.kind if prov else "",
+        utilisation=round(use.utilisation, 4), rate_used=round(use.rate_used, 4),
+        predictions=metrics.calibration(board.hypotheses()),
         seed=campaign.seed, submissions=len(board.submissions()), evaluations=len(evals),
         failed=sum(1 for e in evals if not _passed(e)),
         rejected=len(board.kernels(KernelState.REJECTED)), best=entries[0] if entries else None,
@@ -101,13 +112,16 @@ def render(board: Blackboard, top: int = 10, width: int | None = None) -> str:
     """The leaderboard as text; ``width`` is the terminal's (the change column takes what is left,
     and is cut with an ellipsis), None for output that is not a terminal (nothing is cut)."""
     st = status(board, top)
-    label = "simulated" if st.simulated else "measured"
+    label = st.label or "no evaluations yet"
     lines = [
-        f"{st.task} on {st.device or 'no evaluations yet'} — backend {st.backend} ({label}), seed {st.seed}, "
-        f"{board.clock() / 3600:.2f} campaign hours ({'virtual' if st.simulated else 'wall'} clock)",
+        f"{st.task} — {label}; backend {st.backend}, seed {st.seed}, "
+        f"{board.clock() / 3600:.2f} campaign hours ({'virtual' if board.campaign().virtual_time else 'wall'} clock)",
         f"{st.submissions} submissions, {st.evaluations} evaluations ({st.failed} failed"
         + (f"; {st.evaluations_per_gpu_hour:.0f} per GPU-hour" if st.evaluations_per_gpu_hour else "")
         + f"), {st.rejected} kernels sent back by the critic",
+        f"evaluator utilisation {st.utilisation:.0%}, rate limit used {st.rate_used:.0%} "
+        "(against the limits in force at each moment)",
+        metrics.calibration_text(st.predictions),
         f"seed kernel {_fmt(st.seed_score_us)}, PyTorch reference {_fmt(st.reference_score_us)} "
         f"(geometric mean over the ranked shapes, {label})",
         "",
@@ -118,7 +132,7 @@ def render(board: Blackboard, top: int = 10, width: int | None = None) -> str:
                f"{_x(e.speedup_vs_reference):>8}  {e.author:<12} ")
         lines.append(row + fit(e.summary, None if width is None else max(12, width - len(row))))
     if st.best is not None:
-        lines += ["", f"best kernel {st.best.kernel_id}, per ranked shape ({label} us): "
+        lines += ["", f"best kernel {st.best.kernel_id}, per ranked shape (us, {label}): "
                   "best / seed / reference"]
         lines += _per_shape(board, st.best.kernel_id)
     return "\n".join(lines)

@@ -14,7 +14,6 @@ one-line message.
 from __future__ import annotations
 
 import itertools
-import math
 import os
 import statistics
 import subprocess
@@ -25,7 +24,7 @@ from typing import Callable
 
 import msgspec
 
-from blackboard import ScenarioError, load_scenario, open_existing, scenario_from_json
+from blackboard import ScenarioError, load_scenario, metrics, open_existing
 
 from . import status as status_mod
 
@@ -125,18 +124,12 @@ def measure(run: Run, wall_s: float = 0.0) -> RunResult:
     """Read a finished run's numbers back from its blackboard."""
     with open_existing(run.db) as board:
         st = status_mod.status(board)
-        scenario = scenario_from_json(board.campaign().config_json)
-        cfg = scenario.evaluator
-        evals = board.evaluations()
-        length = scenario.campaign.hours * 3600.0
-        busy = sum(min(e.finished_at, length) - e.started_at for e in evals if e.started_at < length)
-        starts = len(board.evaluation_starts())
-    allowed = max(1.0, math.ceil(scenario.campaign.hours * cfg.rate_per_hour))
+        use = metrics.usage(board.campaign(), board.evaluations(), board.submissions(), board.evaluation_starts(),
+                            board.clock())
     return RunResult(run=run, ok=True, best_us=st.best.score_us if st.best else None,
                      speedup_vs_seed=st.best.speedup_vs_seed if st.best else None,
                      evaluations=st.evaluations, failed=st.failed,
-                     utilisation=min(1.0, busy / (length * cfg.in_flight)),
-                     rate_used=min(1.0, starts / allowed), wall_s=wall_s)
+                     utilisation=use.utilisation, rate_used=use.rate_used, wall_s=wall_s)
 
 
 def execute(scenario: Path, runs: list[Run], overrides: list[str], jobs: int,

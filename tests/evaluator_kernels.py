@@ -88,3 +88,18 @@ def custom_kernel(data):
     c[...] = _mul(a.float() * sa, (b.float() * sb).T).to(c.dtype)
     return c
 '''
+
+
+def branchy_source(mode: int) -> str:
+    """A kernel holding two accumulation forms behind a constexpr branch (MODE 0: fp8 with precise
+    accumulation, MODE 1: fp16 upcast), launched with ``mode``."""
+    return (tiled_source()
+            .replace("GROUP_M: tl.constexpr):", "GROUP_M: tl.constexpr, MODE: tl.constexpr):")
+            .replace("        part = tl.dot(a, b, max_num_imprecise_acc=0)\n",
+                     "        if MODE == 0:\n            part = tl.dot(a, b, max_num_imprecise_acc=0)\n"
+                     "        else:\n            part = tl.dot(a.to(tl.float16), b.to(tl.float16))\n")
+            .replace("num_warps=", f"MODE={mode}, num_warps="))
+
+
+FP16_UPCAST = tiled_source().replace("tl.dot(a, b, max_num_imprecise_acc=0)",
+                                     "tl.dot(a.to(tl.float16), b.to(tl.float16))")

@@ -212,3 +212,21 @@ def test_a_read_only_snapshot_follows_a_writer_that_comes_later(board_path):
     assert follower.data_version() != version
     assert [m.text for m in follower.messages()] == ["one", "two"]
     follower.close()
+
+
+def test_an_evaluation_is_synced_before_it_is_acknowledged(board_path):
+    """Evaluation records commit with synchronous=FULL (the WAL fsynced before COMMIT returns);
+    cheaper records keep NORMAL. Read from the statements SQLite actually ran."""
+    board = Blackboard(board_path)
+    _queued_kernel(board)
+    sub = board.lease_submission("ev/0", now=1, lease_s=10)
+    ran: list[str] = []
+    board._conn.set_trace_callback(ran.append)  # the one connection the store writes through
+    board.record_evaluation(submission_id=sub.id, owner="ev/0", started_at=1, finished_at=2, report=_report())
+    board.say(agent="evaluator", kind="evaluation", text="kernel 1: 10.0 us", at=2)
+    insert = next(i for i, s in enumerate(ran) if s.startswith("INSERT INTO evaluation"))
+    full = max(i for i, s in enumerate(ran[:insert]) if s.startswith("PRAGMA synchronous"))
+    commit = next(i for i, s in enumerate(ran) if i > insert and s == "COMMIT")
+    assert ran[full] == "PRAGMA synchronous=FULL" and "COMMIT" not in ran[full:insert]
+    assert ran[commit + 1] == "PRAGMA synchronous=NORMAL"
+    assert "PRAGMA synchronous=FULL" not in ran[commit + 1:]  # the message is an ordinary commit

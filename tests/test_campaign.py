@@ -143,7 +143,8 @@ def test_kill_9_and_resume_lose_and_repeat_nothing(tmp_path):
 
 def test_resume_retunes_limits_for_one_run_but_never_the_campaigns_identity(tmp_path):
     db = tmp_path / "retuned.sqlite"
-    first = cli("run", str(SCENARIOS / "smoke.toml"), "--db", str(db), "--quiet", "--set", "campaign.hours=1")
+    first = cli("run", str(SCENARIOS / "smoke.toml"), "--db", str(db), "--quiet", "--set", "campaign.hours=1",
+                "--set", "evaluator.in_flight=1")
     assert first.returncode == 0, first.stderr[-2000:]
     refused = cli("resume", "--db", str(db), "--set", "campaign.seed=2")
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
@@ -158,3 +159,47 @@ def test_resume_retunes_limits_for_one_run_but_never_the_campaigns_identity(tmp_
         assert any("this run with campaign.hours=2, evaluator.in_flight=2" in text for text in said)
         stored = scenario_from_json(board.campaign().config_json)
     assert stored.campaign.hours == 1  # overrides are not written back: the next resume starts clean
+    _surfaces_agree_on_the_limits_in_force(db, tmp_path)
+
+
+def _surfaces_agree_on_the_limits_in_force(db, tmp_path):
+    """After `resume --set evaluator.in_flight=2`, status, watch --once, report and sweep give the
+    same utilisation and rate used, computed with in_flight 1 before the resume and 2 after it."""
+    import re
+
+    from kernel_scientist import sweep
+
+    with open_existing(db) as board:
+        segments = board.campaign().segments
+        assert [(s.in_flight, s.hours) for s in segments] == [(1, 1.0), (2, 2.0)]
+        assert segments[1].settings == ["campaign.hours=2", "evaluator.in_flight=2"]
+        end, resumed = board.clock(), segments[1].started_at
+        busy = sum(min(e.finished_at, end) - e.started_at for e in board.evaluations())
+        starts = [t for t in board.evaluation_starts() if t < end]
+    # By hand: capacity is 1 slot until the resume and 2 after; the rate limit (12/h) never changed.
+    expected_util = busy / (1 * resumed + 2 * (end - resumed))
+    expected_rate = len(starts) / math.ceil(end / 3600 * 12)
+    assert abs(expected_util - busy / (2 * end)) > 0.01  # the check can tell old limits from new
+
+    st = json.loads(cli("status", "--db", str(db), "--json").stdout)
+    assert st["utilisation"] == pytest.approx(expected_util, abs=1e-3)
+    assert st["rate_used"] == pytest.approx(expected_rate, abs=1e-3)
+    shown = f"{expected_util:.0%}", f"{expected_rate:.0%}"
+    text = cli("status", "--db", str(db)).stdout
+    assert f"evaluator utilisation {shown[0]}, rate limit used {shown[1]}" in text
+    watch = cli("watch", "--db", str(db), "--once", "--width", "160").stdout
+    assert f"utilisation {shown[0]}" in watch and f"rate limit used {shown[1]}" in watch
+    assert "in flight ≤ 2" in watch
+    report = cli("report", "--db", str(db), "--out", str(tmp_path / "report"))
+    assert report.returncode == 0, report.stderr[-2000:]
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert re.search(rf"Overall utilisation {shown[0]} of the evaluator capacity in force", page)
+    assert f"rate limit used {shown[1]}" in page
+    # The calibration of predicted uplift ranges is shown on status, watch and report alike.
+    cal = st["predictions"]
+    assert cal["judged"] > 0 and -1 <= cal["rank_correlation"] <= 1 and 0 <= cal["inside"] <= 1
+    line = f"predictions: rank correlation {cal['rank_correlation']:+.2f}"
+    assert line in text and line in watch and line in page
+    measured = sweep.measure(sweep.Run(setting={}, seed=7, db=str(db)))
+    assert measured.utilisation == pytest.approx(expected_util, abs=1e-3)
+    assert measured.rate_used == pytest.approx(expected_rate, abs=1e-3)

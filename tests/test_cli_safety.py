@@ -267,3 +267,12 @@ def test_every_command_with_bad_arguments_is_one_line_and_exit_2(smoke_campaign,
         assert tree(tmp_path) == before, f"{argv} changed a file"
         walked += 1
     assert walked > 100
+
+
+def test_evaluate_defaults_to_the_scenario_timeout():
+    """A hanging file holds `evaluate` no longer than a campaign's default would (not ten minutes)."""
+    from blackboard.config import EvaluatorConfig
+
+    proc = cli("evaluate", "--help")
+    assert proc.returncode == 0
+    assert f"{EvaluatorConfig().timeout_s:g} s" in " ".join(proc.stdout.split()) and EvaluatorConfig().timeout_s < 600

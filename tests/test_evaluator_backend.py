@@ -45,11 +45,16 @@ async def test_same_inputs_give_identical_reports(backend):
     assert other.outcome is Outcome.PASSED and other.score_us != one.score_us  # noise is seeded per submission
 
 
-async def test_a_better_design_scores_better_and_no_shape_beats_light(backend):
+async def test_a_tiled_k_contiguous_design_wins_on_large_shapes_and_no_shape_beats_light(backend):
     seed = await backend.evaluate(SEEDLIKE, submission_id=1, secret_seed=5)
     better = await backend.evaluate(BETTER, submission_id=2, secret_seed=5)
     assert better.outcome is Outcome.PASSED, better.reason
-    assert better.score_us < 0.5 * seed.score_us
+    # K-contiguous operands and 128x128 tiles win where there are tiles enough to fill the machine
+    # and lose where there are not (40 tiles for 304 CUs), the pre-pass paying its host path too.
+    by_shape = {(r.shape.m, r.shape.n, r.shape.k): r.time_us for r in better.shapes}
+    seed_by_shape = {(r.shape.m, r.shape.n, r.shape.k): r.time_us for r in seed.shapes}
+    assert by_shape[6144, 4608, 7168] < 0.8 * seed_by_shape[6144, 4608, 7168]
+    assert by_shape[1024, 576, 7168] > seed_by_shape[1024, 576, 7168]
     assert all(r.time_us >= r.sol_us for r in better.shapes)
 
 
@@ -105,3 +110,20 @@ async def test_an_oversized_tile_is_a_compile_error_on_the_device(backend):
 
     report = await backend.evaluate(tiled_source(bm=256, bn=256, warps=8, stages=3), submission_id=1, secret_seed=1)
     assert report.outcome is Outcome.COMPILE_ERROR and "shared memory" in report.reason
+
+
+async def test_precision_flags_follow_the_branch_a_launch_takes():
+    """A kernel with a precise fp8 branch and an fp16 branch is timed as the branch its launch's
+    constexpr selects (on Hopper the two cost differently), not as whatever its source mentions."""
+    from evaluator_kernels import FP16_UPCAST, branchy_source
+
+    scores = {}
+    with SimulatedBackend(TASK, device="h200", noise=0.0, timeout_s=60.0) as hopper:
+        for name, source in [("precise", SEEDLIKE), ("fp16", FP16_UPCAST), ("branch 0", branchy_source(0)),
+                             ("branch 1", branchy_source(1))]:
+            report = await hopper.evaluate(source, submission_id=1, secret_seed=1)
+            assert report.outcome is Outcome.PASSED, (name, report.reason)
+            scores[name] = report.score_us
+    assert scores["precise"] != pytest.approx(scores["fp16"], rel=0.02)
+    assert scores["branch 0"] == pytest.approx(scores["precise"])
+    assert scores["branch 1"] == pytest.approx(scores["fp16"])

@@ -30,7 +30,7 @@ def test_the_exported_best_kernel_is_a_submittable_file_that_names_its_origin(sm
     assert lines[1] == "#!POPCORN gpus MI300"  # from the provenance: a simulated MI300X
     header = "\n".join(lines[2:6])
     assert "campaign 'smoke'" in header and f"Kernel {kernel.id} (evaluated)" in header
-    assert f"{best.report.score_us:.1f} us" in header and "(simulated)" in header
+    assert f"{best.report.score_us:.1f} us" in header and "(simulated on AMD Instinct MI300X)" in header
     assert "Protocol: simulated AMD Instinct MI300X" in header and "ks-analytic" in header
     assert "Lineage: " + " -> ".join(f"kernel {k.id}" for k in reversed(chain)) in header
     assert len(chain) > 1  # an evolved kernel: its docstring tells its changes, not the seed's story

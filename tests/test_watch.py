@@ -33,7 +33,7 @@ def test_watch_once_shows_agents_queue_limits_and_progress(smoke_campaign, tmp_p
         assert name in out
     assert "campaign time 01:00" in out and "virtual clock" in out
     assert "rate limit 12/h" in out and "utilisation" in out and "in flight ≤ 2" in out
-    assert "x the seed" in out and "(simulated)" in out
+    assert "x the seed" in out and "(simulated on AMD Instinct MI300X)" in out
     assert "latest messages" in out and "campaign over" in out
     assert svg.stat().st_size > 5000 and svg.read_text().lstrip().startswith("<svg")
 

@@ -23,7 +23,9 @@ def add(sub) -> None:
     ev.add_argument("--device", choices=("mi300x", "h200", "h100"), default="mi300x",
                     help="the simulated device (simulated backend only)")
     ev.add_argument("--seed", type=natural_int, default=0, help="mixed into every test seed")
-    ev.add_argument("--timeout", type=positive_float, default=600.0, help="wall seconds for the candidate's run")
+    ev.add_argument("--timeout", type=positive_float, default=None,
+                    help="wall seconds for the candidate's run (default: a scenario's evaluator.timeout_s default, "
+                         f"{_default_timeout():g} s)")
     ev.add_argument("--json", action="store_true", help="print the full report as one JSON object")
     ev.add_argument("--own-kernel", action="store_true",
                     help="also reject a torch matmul doing the task's work (a campaign's policy; a leaderboard accepts it)")
@@ -40,7 +42,8 @@ def _evaluate(args) -> int:
     source = read_source(args.file, "submission")
     task = load_task(args.task)
     backend = make_backend(args.backend, task, setting="--backend local", instead="--backend simulated",
-                           device=args.device, noise=0.0, timeout_s=args.timeout,
+                           device=args.device, noise=0.0,
+                           timeout_s=args.timeout if args.timeout is not None else _default_timeout(),
                            own_kernel=args.own_kernel)
 
     async def go():
@@ -53,6 +56,14 @@ def _evaluate(args) -> int:
     else:
         print(render(report, args.file))
     return 0 if report.outcome == "passed" else 1
+
+
+def _default_timeout() -> float:
+    """The one default for a candidate's run: the scenario's (``EvaluatorConfig.timeout_s``), so a
+    hanging file holds ``evaluate`` no longer than it would hold a campaign."""
+    from blackboard.config import EvaluatorConfig
+
+    return EvaluatorConfig().timeout_s
 
 
 def read_source(path: Path, what: str) -> str:

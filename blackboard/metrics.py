@@ -1,0 +1,186 @@
+"""The campaign's measures, defined once: the limits in force, evaluator utilisation, rate-limit
+use, the headroom before the next start, and the best score over time.
+
+``status``, ``watch``, ``report``, ``sweep`` and the evaluator agent all compute these here, so the
+same campaign gives the same figure everywhere. Definitions:
+
+- The limits in force at a campaign time are those of the run segment (the first run, or a
+  resume with ``--set evaluator.in_flight=2`` and the like) that covers it (``limits_at``). Files
+  written before segments were recorded have one, from the scenario they were started with.
+- Capacity over a window is the integral of ``in_flight`` over it, segment by segment; busy time
+  is the evaluator time spent on evaluations in it (finished ones, and the running part of leased
+  ones). **Utilisation** = busy / capacity.
+- **Rate used** = evaluation starts in the window / the starts the rate limit allowed in it (the
+  integral of ``rate_per_hour``, rounded up, at least 1).
+- **Headroom** = campaign seconds until the rate limit in force allows the next start.
+- **Best over time** = (finish time, best score so far) at every passing, timed evaluation.
+- **Prediction calibration** = over hypotheses with an observed uplift: Spearman's rank correlation
+  of the middle of the predicted [min, max] with the observed uplift, the share of observed uplifts
+  inside their range, and the median width of the ranges.
+- The window of a finished campaign ends at its close; of a running one, at ``now``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import msgspec
+
+from .config import scenario_from_json
+from .records import Campaign, Evaluation, Hypothesis, RunSegment, Submission, SubmissionState
+
+
+class Usage(msgspec.Struct, frozen=True):
+    """Utilisation and rate use of a campaign window [0, end)."""
+
+    end: float
+    busy_s: float
+    capacity_s: float
+    utilisation: float
+    starts: int
+    allowed: int
+    rate_used: float
+
+
+def segments(campaign: Campaign) -> list[RunSegment]:
+    """The campaign's run segments in order; a file without any gets one from its scenario."""
+    if campaign.segments:
+        return list(campaign.segments)
+    cfg = scenario_from_json(campaign.config_json)
+    return [RunSegment(started_at=0.0, rate_per_hour=cfg.evaluator.rate_per_hour, in_flight=cfg.evaluator.in_flight,
+                       hours=cfg.campaign.hours)]
+
+
+def first_segment(rate_per_hour: float, in_flight: int, hours: float) -> RunSegment:
+    return RunSegment(started_at=0.0, rate_per_hour=rate_per_hour, in_flight=in_flight, hours=hours)
+
+
+def limits_at(campaign: Campaign, at: float) -> RunSegment:
+    """The segment whose limits are in force at campaign time ``at``."""
+    current = segments(campaign)[0]
+    for seg in segments(campaign):
+        if seg.started_at <= at:
+            current = seg
+    return current
+
+
+def _spans(campaign: Campaign, end: float) -> list[tuple[float, float, RunSegment]]:
+    segs = segments(campaign)
+    out = []
+    for i, seg in enumerate(segs):
+        stop = min(end, segs[i + 1].started_at if i + 1 < len(segs) else end)
+        if stop > seg.started_at:
+            out.append((seg.started_at, stop, seg))
+    return out
+
+
+def capacity_s(campaign: Campaign, start: float, end: float) -> float:
+    """Evaluator-seconds available in [start, end): in_flight integrated over the segments."""
+    return sum(max(0.0, min(b, end) - max(a, start)) * seg.in_flight for a, b, seg in _spans(campaign, end))
+
+
+def busy_s(evals: list[Evaluation], subs: list[Submission], start: float, end: float) -> float:
+    """Evaluator-seconds spent in [start, end): finished evaluations, and leased ones so far."""
+    busy = sum(max(0.0, min(e.finished_at, end) - max(e.started_at, start)) for e in evals)
+    busy += sum(max(0.0, end - max(s.starts[-1], start)) for s in subs
+                if s.state == SubmissionState.LEASED and s.starts)
+    return busy
+
+
+def usage(campaign: Campaign, evals: list[Evaluation], subs: list[Submission], starts: list[float],
+          end: float) -> Usage:
+    """Utilisation and rate use over [0, end), each against the limits in force at each moment."""
+    busy = busy_s(evals, subs, 0.0, end)
+    capacity = capacity_s(campaign, 0.0, end)
+    allowed = max(1, math.ceil(sum((b - a) / 3600.0 * seg.rate_per_hour for a, b, seg in _spans(campaign, end)) - 1e-9))
+    used = sum(1 for t in starts if t < end)
+    return Usage(end=end, busy_s=busy, capacity_s=capacity, utilisation=min(1.0, busy / capacity) if capacity else 0.0,
+                 starts=used, allowed=allowed, rate_used=min(1.0, used / allowed))
+
+
+def utilisation_by_hour(campaign: Campaign, evals: list[Evaluation], hours: int) -> list[float]:
+    """Fraction of the capacity in force that was busy, per campaign hour."""
+    out = []
+    for h in range(hours):
+        cap = capacity_s(campaign, h * 3600.0, (h + 1) * 3600.0)
+        out.append(busy_s(evals, [], h * 3600.0, (h + 1) * 3600.0) / cap if cap else 0.0)
+    return out
+
+
+def headroom_s(campaign: Campaign, starts: list[float], now: float) -> float:
+    """Campaign seconds until the rate limit in force allows the next start (0 = now)."""
+    if not starts:
+        return 0.0
+    return max(0.0, starts[-1] + 3600.0 / limits_at(campaign, now).rate_per_hour - now)
+
+
+def best_over_time(evals: list[Evaluation]) -> list[tuple[float, float]]:
+    """(finish time, best score so far) at every passing, timed evaluation, in the order they landed."""
+    out: list[tuple[float, float]] = []
+    best = math.inf
+    for ev in sorted(evals, key=lambda e: (e.finished_at, e.id)):
+        score = ev.report.score_us
+        if ev.report.outcome != "passed" or score is None:
+            continue
+        best = min(best, score)
+        out.append((ev.finished_at, best))
+    return out
+
+
+class Calibration(msgspec.Struct, frozen=True):
+    """How well the predicted uplift ranges matched what the evaluations then showed."""
+
+    judged: int  # hypotheses with an observed uplift
+    rank_correlation: float | None  # Spearman, middle of [min, max] against observed; None under 3
+    inside: float | None  # share of observed uplifts within [min, max]
+    median_width: float | None  # of the ranges, in uplift (0.15 = 15 points)
+
+
+def _ranks(values: list[float]) -> list[float]:
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):  # ties share their mean rank
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2
+        i = j + 1
+    return ranks
+
+
+def spearman(x: list[float], y: list[float]) -> float | None:
+    """Spearman's rank correlation (None for fewer than 3 pairs or a constant side)."""
+    if len(x) < 3:
+        return None
+    rx, ry = _ranks(x), _ranks(y)
+    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    vx, vy = sum((a - mx) ** 2 for a in rx), sum((b - my) ** 2 for b in ry)
+    return cov / math.sqrt(vx * vy) if vx and vy else None
+
+
+def calibration(hypotheses: list[Hypothesis]) -> Calibration:
+    """Predicted against observed uplift over every hypothesis with an observed uplift."""
+    judged = [h for h in hypotheses if h.observed_uplift is not None]
+    if not judged:
+        return Calibration(judged=0, rank_correlation=None, inside=None, median_width=None)
+    widths = sorted(h.max_uplift - h.min_uplift for h in judged)
+    mid = len(widths) // 2
+    median = widths[mid] if len(widths) % 2 else (widths[mid - 1] + widths[mid]) / 2
+    return Calibration(
+        judged=len(judged),
+        rank_correlation=spearman([(h.min_uplift + h.max_uplift) / 2 for h in judged],
+                                  [h.observed_uplift for h in judged]),
+        inside=sum(h.min_uplift <= h.observed_uplift <= h.max_uplift for h in judged) / len(judged),
+        median_width=median)
+
+
+def calibration_text(cal: Calibration) -> str:
+    """One line for status, watch and report."""
+    if cal.judged == 0:
+        return "predictions: nothing judged yet"
+    rho = "n/a" if cal.rank_correlation is None else f"{cal.rank_correlation:+.2f}"
+    return (f"predictions: rank correlation {rho} (predicted vs observed uplift, {cal.judged} judged), "
+            f"{cal.inside:.0%} inside their range, median range {cal.median_width * 100:.0f} points")
