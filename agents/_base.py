@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-from loguru import logger
 
 from blackboard import Blackboard, KernelState, HypothesisState, Scenario, SubmissionState
 
@@ -77,7 +76,6 @@ class Agent:
     def __post_init__(self) -> None:
         # zlib.crc32, not hash(): str hashes are salted per process.
         self.rng = random.Random(zlib.crc32(f"{self.ctx.seed}:{self.name}".encode()))
-        self.log = logger.bind(agent=self.name)
         self.retired = False  # set when the brain can no longer be asked (budget, an error that cannot heal)
         self.retired_why = ""
         self._failures = 0
@@ -163,11 +161,3 @@ class Agent:
 def _hms(seconds: float) -> str:
     hours, rest = divmod(int(seconds), 3600)
     return f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
-
-
-def score(board: Blackboard, kernel_id: int) -> float | None:
-    """A kernel's score in us when its evaluation passed every check, else None."""
-    ev = board.evaluation_for(kernel_id)
-    if ev is None or ev.report.score_us is None or ev.report.outcome != "passed":
-        return None
-    return ev.report.score_us

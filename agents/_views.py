@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from blackboard import Blackboard, EvalReport, Kernel, ShapeResult
+from blackboard import Blackboard, EvalReport, Evaluation, Kernel, Outcome, ShapeResult
 
 from .brain import KernelView
 
 
 def kernel_view(board: Blackboard, kernel: Kernel) -> KernelView:
     ev = board.evaluation_for(kernel.id)
-    passed = ev is not None and ev.report.outcome == "passed"
+    passed = ev is not None and ev.report.outcome == Outcome.PASSED
     return KernelView(
         id=kernel.id, parent_id=kernel.parent_id, author=kernel.author, summary=kernel.summary,
         score_us=ev.report.score_us if passed else None,
@@ -49,3 +49,10 @@ def uplift(base_us: float | None, new_us: float | None) -> float | None:
     if not base_us or not new_us:
         return None
     return base_us / new_us - 1.0
+
+
+def observed_uplift(base: Evaluation | None, new: Evaluation | None) -> float | None:
+    """What a change did: the uplift of ``new`` over ``base``, both passed and timed, else None."""
+    if base is None or new is None:
+        return None
+    return uplift(base.report.passed_score(), new.report.passed_score())

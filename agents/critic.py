@@ -15,7 +15,7 @@ from blackboard import HypothesisState, Kernel, KernelState, Outcome, Verdict
 from evaluator import static_findings
 
 from ._base import SEED_PRIORITY, Agent
-from ._views import uplift
+from ._views import observed_uplift
 from .brain import Critique, ReviewView
 
 
@@ -107,9 +107,7 @@ class Critic(Agent):
         else:
             ev = board.evaluation_for(kernel.id)
             base_ev = board.evaluation_for(hyp.base_id)
-            observed = None
-            if ev and ev.report.outcome == "passed" and base_ev and base_ev.report.score_us:
-                observed = uplift(base_ev.report.score_us, ev.report.score_us)
+            observed = observed_uplift(base_ev, ev)
             if ev is not None and ev.report.outcome == Outcome.COMPILE_ERROR:
                 verdict, why = Verdict.BUILD_FAILED, f"the kernel did not compile: {ev.report.reason}"
             elif observed is None:

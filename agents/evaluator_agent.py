@@ -15,7 +15,7 @@ import zlib
 
 import anyio
 
-from blackboard import Submission
+from blackboard import Outcome, Submission
 
 from ._base import SEED_PRIORITY, Agent
 
@@ -83,9 +83,9 @@ class EvaluatorAgent(Agent):
                                 finished_at=self.now(), report=report)
         prov = report.provenance  # the device name of a simulated backend says "(simulated)"
         where = prov.device if prov.simulated else f"measured on {prov.device}"
-        if report.outcome == "passed" and report.score_us is not None:
-            text = f"kernel {kernel.id}: {report.score_us:.1f} us ({where})"
-        elif report.outcome == "passed":  # correct, but the backend could not time it (it says why)
+        if (score := report.passed_score()) is not None:
+            text = f"kernel {kernel.id}: {score:.1f} us ({where})"
+        elif report.outcome == Outcome.PASSED:  # correct, but the backend could not time it (it says why)
             text = f"kernel {kernel.id} passed, untimed: {report.reason}"
         else:
             text = f"kernel {kernel.id} {report.outcome}: {report.reason}"

@@ -170,12 +170,11 @@ class EvalReport(msgspec.Struct, frozen=True):
     checked_shapes: list[Shape] = []  # shapes the correctness check ran on
     duration_s: float = 0.0
 
-
-class ScenarioRecord(msgspec.Struct, frozen=True):
-    """The campaign's scenario, stored as the TOML-decoded config encoded to JSON."""
-
-    name: str
-    config_json: str
+    def passed_score(self) -> float | None:
+        """The score in us when the candidate passed every check and was timed; None when it
+        failed, or passed but could not be timed (``reason`` says why). The one definition of "a
+        kernel with a score": rankings, uplifts and plots all ask this."""
+        return self.score_us if self.outcome == Outcome.PASSED else None
 
 
 class Campaign(msgspec.Struct, frozen=True):
@@ -191,6 +190,9 @@ class Campaign(msgspec.Struct, frozen=True):
     reference: EvalReport | None = None
 
 
+SEED_AUTHOR = "seed"  # Kernel.author of the kernel a campaign starts from
+
+
 class Kernel(msgspec.Struct, frozen=True):
     id: int
     source: str
@@ -202,6 +204,10 @@ class Kernel(msgspec.Struct, frozen=True):
     reference_id: int | None = None
     hypothesis_id: int | None = None
     summary: str = ""
+
+    def is_seed(self) -> bool:
+        """The campaign's starting kernel (the user's submission), every speed-up's baseline."""
+        return self.author == SEED_AUTHOR
 
 
 class SelectionState(enum.StrEnum):

@@ -22,7 +22,7 @@ from agents import (
     Archivist, CampaignClock, Context, Critic, Engineer, EvaluatorAgent, OfflineBrain, Theorist,
 )
 from blackboard import (
-    Blackboard, BlackboardError, Campaign, KernelState, Message, Scenario, retune, scenario_from_json,
+    SEED_AUTHOR, Blackboard, BlackboardError, Campaign, KernelState, Message, Scenario, retune, scenario_from_json,
     scenario_json,
 )
 
@@ -157,7 +157,7 @@ def _open_board(scenario: Scenario, db: Path, task, backend, resume: bool, seed_
             name=scenario.campaign.name, seed=scenario.campaign.seed, task=task.name,
             backend=backend.name, simulated=backend.simulated, config_json=scenario_json(scenario),
             created_wall=time.time(), virtual_time=backend.simulated, reference=reference))
-        board.add_kernel(source=seed_source, author="seed", at=0.0, state=KernelState.DRAFT,
+        board.add_kernel(source=seed_source, author=SEED_AUTHOR, at=0.0, state=KernelState.DRAFT,
                          summary=f"seed submission ({scenario.seed_path().name})")
     except BaseException:
         board.close()

@@ -24,7 +24,7 @@ from rich.text import Text
 
 from blackboard import (
     Blackboard, HypothesisState, KernelState, Message, SubmissionState, open_existing,
-    scenario_from_json,
+    scenario_from_json, seed_score,
 )
 
 from .logs import clock
@@ -87,14 +87,14 @@ def snapshot(board: Blackboard, messages: int = 12) -> Snapshot:
     # The best score over time, in the order results landed.
     best_over_time, best, failed = [], None, 0
     for ev in sorted(evals, key=lambda e: (e.finished_at, e.id)):
-        score = ev.report.score_us
-        if ev.report.outcome != "passed" or score is None:
+        score = ev.report.passed_score()
+        if score is None:
             failed += 1
             continue
         if best is None or score < best:
             best = score
         best_over_time.append((ev.finished_at, best))
-    seed_us = next((e.report.score_us for e in evals if kernels[e.kernel_id].author == "seed"), None)
+    seed_us = seed_score(board)
 
     # Rate limit and utilisation, from the starts the service saw and the evaluations it finished.
     starts = board.evaluation_starts()

@@ -57,10 +57,8 @@ def _score(board: Blackboard, kernel_id: int) -> str:
     ev = board.evaluation_for(kernel_id)
     if ev is None:
         return "not evaluated"
-    report = ev.report
-    if report.outcome != "passed" or report.score_us is None:
-        return f"{report.outcome}"
-    return f"{report.score_us:.1f} us"
+    score = ev.report.passed_score()
+    return f"{ev.report.outcome}" if score is None else f"{score:.1f} us"
 
 
 def _step(board: Blackboard, k: Kernel) -> str:
@@ -114,9 +112,9 @@ def export(board: Blackboard, kernel_id: int, db_name: str, version: str) -> Exp
     prov = ev.report.provenance if ev else (campaign.reference.provenance if campaign.reference else None)
     device = prov.device if prov else campaign.backend
     gpu, note = leaderboard_gpu(device)
-    if ev and ev.report.outcome == "passed" and ev.report.score_us is not None:
+    if ev and (passed := ev.report.passed_score()) is not None:
         label = "simulated" if ev.report.provenance.simulated else "measured"
-        score = f"{ev.report.score_us:.1f} us geometric mean over {len(ev.report.shapes)} ranked shapes ({label})"
+        score = f"{passed:.1f} us geometric mean over {len(ev.report.shapes)} ranked shapes ({label})"
     else:
         score = f"{_score(board, kernel.id)} (this kernel has no passing evaluation)"
     header = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
-from blackboard import Blackboard, Evaluation, KernelState
+from blackboard import Blackboard, Evaluation, KernelState, seed_evaluation, seed_score
 from evaluator import geomean
 
 
@@ -51,30 +51,26 @@ def finished_at(board: Blackboard) -> float | None:
     return None
 
 
-def _passed(ev: Evaluation) -> bool:
-    return ev.report.outcome == "passed" and ev.report.score_us is not None
-
-
 def status(board: Blackboard, top: int = 10) -> Status:
     campaign = board.campaign()
     evals = board.evaluations()
     kernels = {k.id: k for k in board.kernels()}
-    seed_ev = next((e for e in evals if kernels[e.kernel_id].author == "seed"), None)
-    seed_us = seed_ev.report.score_us if seed_ev and _passed(seed_ev) else None
+    seed_us = seed_score(board)
     ref_us = campaign.reference.score_us if campaign.reference else None
     entries = []
-    for ev in sorted((e for e in evals if _passed(e)), key=lambda e: e.report.score_us):
+    scored = [(score, ev) for ev in evals if (score := ev.report.passed_score()) is not None]
+    for score, ev in sorted(scored, key=lambda pair: pair[0]):
         k = kernels[ev.kernel_id]
         entries.append(Entry(
-            kernel_id=k.id, score_us=round(ev.report.score_us, 3),
-            speedup_vs_seed=round(seed_us / ev.report.score_us, 3) if seed_us else None,
-            speedup_vs_reference=round(ref_us / ev.report.score_us, 3) if ref_us else None,
+            kernel_id=k.id, score_us=round(score, 3),
+            speedup_vs_seed=round(seed_us / score, 3) if seed_us else None,
+            speedup_vs_reference=round(ref_us / score, 3) if ref_us else None,
             author=k.author, summary=k.summary, parent_id=k.parent_id))
     device = evals[0].report.provenance.device if evals else ""
     return Status(
         task=campaign.task, backend=campaign.backend, simulated=campaign.simulated, device=device,
         seed=campaign.seed, submissions=len(board.submissions()), evaluations=len(evals),
-        failed=sum(1 for e in evals if not _passed(e)),
+        failed=len(evals) - len(scored),
         rejected=len(board.kernels(KernelState.REJECTED)), best=entries[0] if entries else None,
         seed_score_us=seed_us, reference_score_us=ref_us,
         virtual_hours=round(board.clock() / 3600, 3) if campaign.virtual_time else 0.0,
@@ -130,7 +126,7 @@ def _fmt(v: float | None) -> str:
 
 def _per_shape(board: Blackboard, kernel_id: int) -> list[str]:
     best = board.evaluation_for(kernel_id).report.shapes
-    seed = next((board.evaluation_for(k.id) for k in board.kernels() if k.author == "seed"), None)
+    seed = seed_evaluation(board)
     ref = board.campaign().reference
     out = []
     for i, s in enumerate(best):
