@@ -282,9 +282,11 @@ class Evaluation(msgspec.Struct, frozen=True):
     report: EvalReport
 
 
+# "closing" is the runner's last word when a campaign reaches its end: the campaign is over while
+# it is the latest message (a resume that extends the campaign writes after it).
 MessageKind = Literal[
     "info", "selection", "avenues", "plan", "choice", "kernel", "review", "queue", "evaluation",
-    "verdict", "finding", "warning", "error", "llm",
+    "verdict", "finding", "warning", "error", "llm", "closing",
 ]
 
 

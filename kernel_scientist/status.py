@@ -39,16 +39,15 @@ class Status(msgspec.Struct, frozen=True):
     evaluations_per_gpu_hour: float | None = None
 
 
-CLOSING = "campaign over"  # how the runner's last message starts (kernel_scientist/campaign.py)
-
-
 def finished_at(board: Blackboard) -> float | None:
-    """The campaign time at which the campaign closed, or None while it runs (or was stopped
-    before its end: a resumable campaign)."""
+    """The campaign time at which the campaign closed (its latest message is the runner's
+    "closing" one), or None while it runs (or was stopped before its end: a resumable campaign)."""
     last = board.last_message()
-    if last is not None and last.agent == "runner" and last.text.startswith(CLOSING):
-        return last.at
-    return None
+    if last is None:
+        return None
+    # Files written before the "closing" kind marked the end with an "info" line of this text.
+    legacy = last.kind == "info" and last.agent == "runner" and last.text.startswith("campaign over")
+    return last.at if last.kind == "closing" or legacy else None
 
 
 def status(board: Blackboard, top: int = 10) -> Status:
