@@ -22,11 +22,13 @@ from __future__ import annotations
 import random
 import zlib
 from dataclasses import dataclass, field
-from typing import Any
-
 import anyio
 
-from blackboard import Blackboard, KernelState, HypothesisState, Scenario, SubmissionState
+from blackboard import Blackboard, HypothesisState, KernelState, Scenario, SubmissionState
+from blackboard.records import MessageKind
+from evaluator import Backend, Task
+
+from .brain import Brain, BrainError, BrainUnavailable, BudgetExhausted
 
 SLOTS = 64
 SEED_PRIORITY = 1e6  # the seed is every prediction's baseline: first in the evaluation queue
@@ -59,9 +61,9 @@ class Context:
     scenario: Scenario
     clock: CampaignClock
     seed: int
-    backend: Any  # evaluator backend (evaluate / prescreen); only the critic and evaluator use it
-    task: Any  # evaluator.Task
-    brain: Any  # agents.brain.Brain
+    backend: Backend  # only the critic (pre-screen) and the evaluator agent use it
+    task: Task
+    brain: Brain
 
 
 @dataclass
@@ -87,8 +89,6 @@ class Agent:
         A spent budget or an error that cannot heal retires the agent (it stops asking; the work
         it already handed on continues). Any other failure counts towards a pause (module note).
         """
-        from .brain import BrainError, BrainUnavailable, BudgetExhausted
-
         await self.rest()
         try:
             answer = await call(view)
@@ -121,7 +121,7 @@ class Agent:
             pause, self._pause_due = self._pause_due, 0.0
             await self.think(pause)
 
-    def _retire(self, kind: str, text: str) -> None:
+    def _retire(self, kind: MessageKind, text: str) -> None:
         self.retired = True
         self.retired_why = text
         self.say(kind, text)
@@ -147,7 +147,7 @@ class Agent:
             await anyio.sleep(seconds)
         await self.act()
 
-    def say(self, kind: str, text: str, **ids: int | None) -> None:
+    def say(self, kind: MessageKind, text: str, **ids: int | None) -> None:
         self.board.say(agent=self.name, kind=kind, text=text, at=self.now(), **ids)
 
     def pending(self) -> int:

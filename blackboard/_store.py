@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any, Iterable, TypeVar
 
@@ -23,7 +24,7 @@ import msgspec
 from . import _db
 from .records import (
     Campaign, Evaluation, EvalReport, Finding, Hypothesis, HypothesisState, Kernel, KernelState,
-    LLMCall, Message, Outcome, Review, Selection, SelectionState, Submission, SubmissionState,
+    LLMCall, Message, MessageKind, Outcome, Review, Selection, SelectionState, Submission, SubmissionState,
 )
 
 T = TypeVar("T", bound=msgspec.Struct)
@@ -350,11 +351,11 @@ class Blackboard:
         return sorted(t for sub in self.submissions() for t in sub.starts)
 
     # ---- conversation and findings ---------------------------------------------------------
-    def say(self, *, agent: str, kind: str, text: str, at: float, kernel_id: int | None = None,
+    def say(self, *, agent: str, kind: MessageKind, text: str, at: float, kernel_id: int | None = None,
             hypothesis_id: int | None = None) -> Message:
         with _db.write(self._conn) as c:
             msg = Message(id=self._next_id("message"), at=at, agent=agent, kind=kind, text=text,
-                          kernel_id=kernel_id, hypothesis_id=hypothesis_id)  # type: ignore[arg-type]
+                          kernel_id=kernel_id, hypothesis_id=hypothesis_id)
             c.execute("INSERT INTO message (id, agent, kind, body) VALUES (?, ?, ?, ?)",
                       (msg.id, agent, kind, _encode(msg)))
         # Listeners run after the commit: a line on the console or in the JSONL log is a promise
@@ -426,6 +427,15 @@ class Blackboard:
             self._evaluations.clear()
             self._generation += 1
         return self._generation, self._conn.execute("PRAGMA data_version").fetchone()[0]
+
+    def wait_commit(self, since: tuple[int, int], poll_s: float) -> tuple[int, int]:
+        """Block until another process has committed since ``since`` (a ``data_version()``), looking
+        every ``poll_s`` seconds, and return the new version. For following a campaign from
+        outside (``logs --follow``, ``watch``): the writer is another process, so nothing can
+        notify this one, and sleeping between looks keeps the follower off the CPU."""
+        while (current := self.data_version()) == since:
+            time.sleep(poll_s)
+        return current
 
 
 def open_existing(path: str | Path, *, writable: bool = False) -> Blackboard:

@@ -27,14 +27,12 @@ import anyio
 import msgspec
 
 from blackboard.records import EvalReport, Outcome, Provenance, Shape, ShapeResult
-from evaluator._devices import DEVICES, l2_flush_bytes
+from evaluator._devices import l2_flush_bytes, spec_for
 from evaluator._rules import rule_verdict
-from evaluator._sandbox import scrubbed_env
+from evaluator._sandbox import last_output, scrubbed_env
 from evaluator._task import Task, mix_seed
-from evaluator._wire import GpuRequest, GpuResult
+from evaluator._wire import OUTCOME_OF, GpuRequest, GpuResult
 
-_STATUS = {"compile_error": Outcome.COMPILE_ERROR, "crash": Outcome.CRASH, "oom": Outcome.OUT_OF_MEMORY,
-           "rejected": Outcome.REJECTED_BY_RULE, "wrong_output": Outcome.WRONG_OUTPUT}
 _HOST_SLACK = 1.5  # host time beyond 1.5x the events (+ launch slack) means work the events missed
 _HOST_SLACK_US = 300.0
 
@@ -67,15 +65,9 @@ def _smi(query: str) -> str:
         return ""
 
 
-def device_spec_for(name: str) -> str:
-    lowered = name.lower()
-    for key, marker in (("h200", "h200"), ("h100", "h100"), ("mi300x", "mi300")):
-        if marker in lowered:
-            return key
-    return "h100"
-
-
 class LocalBackend:
+    """Evaluate submissions on this machine's GPUs (the ``Backend`` protocol)."""
+
     name = "local"
     simulated = False
 
@@ -101,7 +93,7 @@ class LocalBackend:
         cpu = device == "cpu"
         self.device_name = "CPU (Triton interpreter, test mode)" if cpu else (_smi("name") or "GPU")
         self.driver = "" if cpu else _smi("driver_version")
-        self.spec = DEVICES[device_spec_for(self.device_name)]
+        self.spec = spec_for(self.device_name)
         self._free = list(self.gpus)
         self._slots = anyio.Semaphore(len(self.gpus))
 
@@ -129,7 +121,7 @@ class LocalBackend:
         """Time the task's own PyTorch reference on the first GPU (the leaderboard's anchor)."""
         return self._evaluate_on(self.gpus[0], "", 0, 0, reference=True)
 
-    async def evaluate(self, source: str, *, submission_id: int, secret_seed: int) -> EvalReport:
+    async def evaluate(self, source: str, *, submission_id: int = 0, secret_seed: int = 0) -> EvalReport:
         rejected = rule_verdict(source, own_kernel=self.own_kernel)
         if rejected:
             return self._report(Outcome.REJECTED_BY_RULE, rejected, submission_id, secret_seed)
@@ -194,12 +186,11 @@ class LocalBackend:
         if head != token or not body:
             code = proc.returncode
             why = f"killed by {signal.Signals(-code).name}" if code and code < 0 else f"exited with code {code}"
-            last = [ln for ln in output.strip().splitlines() if ln.strip()][-1:] or [""]
-            return self._report(Outcome.CRASH, f"{why} before reporting a result; last output: {last[0][:200]}",
+            return self._report(Outcome.CRASH, f"{why} before reporting a result{last_output(output)}",
                                 submission_id, secret_seed, wall=wall)
         result = msgspec.msgpack.decode(body, type=GpuResult)
         if result.status != "ok":
-            return self._report(_STATUS[result.status], result.reason, submission_id, secret_seed, wall=wall,
+            return self._report(OUTCOME_OF[result.status], result.reason, submission_id, secret_seed, wall=wall,
                                 versions=result.versions)
         return self._timed(result, submission_id, secret_seed, wall)
 

@@ -45,6 +45,13 @@ def scrubbed_env() -> dict[str, str]:
     return env
 
 
+def last_output(output: str) -> str:
+    """The tail of a failure's reason: the candidate's last non-blank line of output ("" when it
+    printed nothing). What a crashed candidate said last is usually why it crashed."""
+    lines = [ln.strip() for ln in output.strip().splitlines() if ln.strip()]
+    return f"; last output: {lines[-1][:200]}" if lines else ""
+
+
 class JobOutcome:
     """What the parent learned about one job: the server's report, or that it timed out."""
 

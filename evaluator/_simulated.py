@@ -3,7 +3,7 @@
 ``evaluate`` and ``prescreen`` are ``async def`` for the backend interface, but do their real work
 inline and blocking, with no ``await`` while a candidate runs. The campaign may run on trio's
 MockClock with autojump: a task awaiting a thread or a subprocess counts as idle, so virtual time
-would jump past deadlines while the CPU is still busy (facts/stack-notes.md). Blocking keeps
+would jump past deadlines while the CPU is still busy (docs/stack-pitfalls.md). Blocking keeps
 virtual time still; the campaign then charges ``EvalReport.duration_s`` (the modelled time a real
 leaderboard service would take) to its clock.
 
@@ -27,15 +27,13 @@ from evaluator._child import recheck_index
 from evaluator._devices import DEVICES
 from evaluator._model import MODEL_VERSION, ModelInfeasible, ModelUnsupported, is_vector_gemm, capture_time_us
 from evaluator._rules import rule_verdict
-from evaluator._sandbox import ForkServer, JobOutcome
+from evaluator._sandbox import ForkServer, JobOutcome, last_output
 from evaluator._rundir import generate_input, import_reference
 from evaluator._task import Task, check_failure, mix_seed, task_flops
 from evaluator._values import decode_output
-from evaluator._wire import CheckOutput, ChildRequest, ChildResult
+from evaluator._wire import OUTCOME_OF, CheckOutput, ChildRequest, ChildResult
 
 _result_decoder = msgspec.msgpack.Decoder(ChildResult)
-_STATUS = {"compile_error": Outcome.COMPILE_ERROR, "crash": Outcome.CRASH, "oom": Outcome.OUT_OF_MEMORY,
-           "rejected": Outcome.REJECTED_BY_RULE}
 
 # The modelled leaderboard service (deterministic): queue and container start, compile, one
 # correctness pass over the tests, then public and secret ranked runs of up to 100 timed calls per
@@ -67,13 +65,9 @@ def _noise(sigma: float, secret_seed: int, submission_id: int, shape: Shape) -> 
     return float(math.exp(sigma * rng.standard_normal()))
 
 
-def _last_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return f"; last output: {lines[-1][:200]}" if lines else ""
-
-
 class SimulatedBackend:
-    """Evaluate submissions on simulated hardware. Use as a context manager (it owns a server)."""
+    """Evaluate submissions on simulated hardware (the ``Backend`` protocol). Use as a context
+    manager: it owns a server."""
 
     name = "simulated"
     simulated = True
@@ -85,7 +79,7 @@ class SimulatedBackend:
         if device not in DEVICES:
             raise ValueError(f"unknown device {device!r}; known: {', '.join(DEVICES)}")
         self.task = task
-        self.device = DEVICES[device]
+        self.spec = self.device = DEVICES[device]
         self.device_name = f"{self.device.label} (simulated)"
         self.noise = noise
         self.timeout_s = timeout_s
@@ -108,7 +102,7 @@ class SimulatedBackend:
         self._server.close()
 
     # -- the interface ---------------------------------------------------------------------------
-    async def evaluate(self, source: str, submission_id: int = 0, secret_seed: int = 0) -> EvalReport:
+    async def evaluate(self, source: str, *, submission_id: int = 0, secret_seed: int = 0) -> EvalReport:
         """Check on the task's check shapes, then time the ranked shapes with the model.
         Blocking on purpose (module docstring)."""
         return self._run("evaluate", source, submission_id, secret_seed)
@@ -181,8 +175,8 @@ class SimulatedBackend:
             return self._report(mode, Outcome.CRASH, f"the result channel held no valid result ({exc}); "
                                 "it may have been forged", prov, [], self._failed_duration(Outcome.CRASH))
         if result.status != "ok":
-            outcome = _STATUS[result.status]
-            return self._report(mode, outcome, result.reason + _last_line(job.finished.output) * (outcome is Outcome.CRASH),
+            outcome = OUTCOME_OF[result.status]
+            return self._report(mode, outcome, result.reason + last_output(job.finished.output) * (outcome is Outcome.CRASH),
                                 prov, [], self._failed_duration(outcome))
         # evaluate re-checks the first shape after launch capture (_child._work)
         recheck = [checks[recheck_index(checks)]] if mode == "evaluate" and checks else []
@@ -210,12 +204,12 @@ class SimulatedBackend:
         if fin.signal is not None:
             name = signal.Signals(fin.signal).name if fin.signal in signal.Signals._value2member_map_ else str(fin.signal)
             hint = " (possibly out of memory)" if fin.signal == signal.SIGKILL else ""
-            return Outcome.CRASH, f"killed by {name}{hint}{_last_line(fin.output)}"
+            return Outcome.CRASH, f"killed by {name}{hint}{last_output(fin.output)}"
         if fin.result is None:
-            return Outcome.CRASH, f"exited with code {fin.exit_code} before reporting a result{_last_line(fin.output)}"
+            return Outcome.CRASH, f"exited with code {fin.exit_code} before reporting a result{last_output(fin.output)}"
         if fin.exit_code != 0:  # the harness exits 0 only after writing its own result: this one is not its
             return Outcome.CRASH, (f"exited with code {fin.exit_code} leaving a result the harness did not finish; "
-                                   f"the result channel may have been forged{_last_line(fin.output)}")
+                                   f"the result channel may have been forged{last_output(fin.output)}")
         return None
 
     def _judge(self, outputs: list[CheckOutput], expected_shapes: list[Shape]) -> str | None:

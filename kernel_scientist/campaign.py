@@ -26,8 +26,10 @@ from blackboard import (
     scenario_json,
 )
 
+from evaluator import Backend, Task
+
 from . import logs
-from .status import CLOSING, finished_at
+from .status import finished_at
 
 
 @dataclass
@@ -36,16 +38,6 @@ class Outcome:
     resumed: bool
     released: int  # leases handed back on resume
     wall_s: float
-
-
-def _make_backend(scenario: Scenario, task):
-    from .backends import make_backend
-
-    cfg = scenario.evaluator
-    return make_backend(cfg.backend, task, setting=f"evaluator.backend = '{cfg.backend}'",
-                        instead="evaluator.backend = 'simulated'", device=cfg.device, noise=cfg.noise,
-                        timeout_s=cfg.timeout_s, max_calls=cfg.max_calls, shape_budget_s=cfg.shape_budget_s,
-                        own_kernel=cfg.own_kernel)
 
 
 class Interrupted(Exception):
@@ -92,7 +84,7 @@ def resume(db: Path, listeners: list[Callable[[Message], None]] = (), overrides:
 
 
 def _run(scenario: Scenario, db: Path, listeners, *, resume: bool, retuned: list[str] = (), lessons=()) -> Outcome:
-    from evaluator import load_task
+    from evaluator import load_task, make_backend
     from kernel_scientist import learn
 
     wall = time.perf_counter()
@@ -107,7 +99,7 @@ def _run(scenario: Scenario, db: Path, listeners, *, resume: bool, retuned: list
     except OSError as exc:
         raise BlackboardError(f"{scenario.seed_path()}: cannot read the seed kernel ({exc.strerror}); "
                               "set campaign.seed_file to a file of the task folder") from None
-    backend = _make_backend(scenario, task)
+    backend = make_backend(scenario.evaluator, task)
     released = 0
     with backend:
         try:
@@ -144,7 +136,8 @@ def _run(scenario: Scenario, db: Path, listeners, *, resume: bool, retuned: list
     return Outcome(db=db, resumed=resume, released=released, wall_s=time.perf_counter() - wall)
 
 
-def _open_board(scenario: Scenario, db: Path, task, backend, resume: bool, seed_source: str) -> Blackboard:
+def _open_board(scenario: Scenario, db: Path, task: Task, backend: Backend, resume: bool,
+                seed_source: str) -> Blackboard:
     """The campaign's blackboard: reopened for a resume; for a new campaign, created with the
     campaign record and the seed kernel, and removed again if that fails half-way."""
     if resume:
@@ -180,15 +173,7 @@ def _reference_text(reference, simulated: bool) -> str:
     return f"{reference.score_us:.1f} us ({'simulated' if simulated else 'measured'})"
 
 
-def _vendor(scenario: Scenario, backend) -> str:
-    """Whose GPU is being optimised for: "amd" (simulated MI300X, or a ROCm machine) or "nvidia"."""
-    if backend.simulated:
-        return "amd" if scenario.evaluator.device == "mi300x" else "nvidia"
-    name = backend.device_name.lower()
-    return "amd" if "amd" in name or "mi3" in name else "nvidia"
-
-
-async def _agents(board: Blackboard, scenario: Scenario, clock: CampaignClock, backend, task) -> None:
+async def _agents(board: Blackboard, scenario: Scenario, clock: CampaignClock, backend: Backend, task: Task) -> None:
     clock.origin = anyio.current_time()
     seed = scenario.campaign.seed
 
@@ -203,7 +188,7 @@ async def _agents(board: Blackboard, scenario: Scenario, clock: CampaignClock, b
             brain = service.brain(name)
         else:
             brain = OfflineBrain(random.Random(zlib.crc32(f"{seed}:brain:{name}".encode())),
-                                 vendor=_vendor(scenario, backend), kernels=task.kernels())
+                                 vendor=backend.spec.vendor, kernels=task.kernels())
         return Context(board=board, scenario=scenario, clock=clock, seed=seed, backend=backend,
                        task=task, brain=brain)
 
@@ -229,6 +214,6 @@ async def _agents(board: Blackboard, scenario: Scenario, clock: CampaignClock, b
                   text=f"{', '.join(a.name for a in stopped)} stopped asking the brain before the end: "
                   + "; ".join(f"{a.name}: {a.retired_why}" for a in stopped[:2])
                   + ("; ..." if len(stopped) > 2 else ""))
-    board.say(agent="runner", kind="info", at=clock.now(),
-              text=f"{CLOSING} at {clock.now() / 3600:.2f} h: {len(board.evaluations())} evaluations")
+    board.say(agent="runner", kind="closing", at=clock.now(),
+              text=f"campaign over at {clock.now() / 3600:.2f} h: {len(board.evaluations())} evaluations")
 
