@@ -116,7 +116,7 @@ def plan(scenario: Path, axes: list[Axis], seeds: int, out: Path, overrides: lis
 
 def command(scenario: Path, run: Run, overrides: list[str]) -> list[str]:
     sets = [*overrides, *(f"{k}={v}" for k, v in run.setting.items()), f"campaign.seed={run.seed}"]
-    return [sys.executable, "-m", "kernel_scientist.cli", "run", str(scenario), "--db", run.db, "--quiet",
+    return [sys.executable, "-m", "kernel_scientist", "run", str(scenario), "--db", run.db, "--quiet",
             *itertools.chain.from_iterable(("--set", s) for s in sets)]
 
 

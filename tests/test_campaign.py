@@ -113,7 +113,7 @@ def _evaluation_lines(jsonl):
 def test_kill_9_and_resume_lose_and_repeat_nothing(tmp_path):
     db = tmp_path / "killed.sqlite"
     jsonl = db.with_suffix(".jsonl")
-    args = [sys.executable, "-m", "kernel_scientist.cli", "run", str(SCENARIOS / "smoke.toml"),
+    args = [sys.executable, "-m", "kernel_scientist", "run", str(SCENARIOS / "smoke.toml"),
             "--db", str(db), "--quiet", "--set", "campaign.hours=4"]
     for round_, wanted in enumerate((3, 8)):
         proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -127,7 +127,7 @@ def test_kill_9_and_resume_lose_and_repeat_nothing(tmp_path):
             before = {e.id: e for e in board.evaluations()}
         # Everything the log acknowledged is on the blackboard.
         assert {m["kernel_id"] for m in acknowledged} <= {e.kernel_id for e in before.values()}
-        args = [sys.executable, "-m", "kernel_scientist.cli", "resume", "--db", str(db), "--quiet"]
+        args = [sys.executable, "-m", "kernel_scientist", "resume", "--db", str(db), "--quiet"]
     result = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     with open_existing(db) as board:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from kernel_scientist.cli import positive_int
+from ._args import UsageError, positive_int
 
 
 def add(sub) -> None:
@@ -31,8 +31,6 @@ def _sweep(args) -> int:
 
     from blackboard import load_scenario
     from kernel_scientist import sweep
-    from kernel_scientist.cli import UsageError
-
     base = load_scenario(args.scenario, args.overrides)  # a broken scenario fails before any run
     axes = sweep.parse_vary(args.vary, args.scenario, args.overrides)
     out = args.out or Path(base.campaign.out_dir) / f"sweep-{base.campaign.name}"
