@@ -27,13 +27,10 @@ from blackboard import (
     scenario_from_json, seed_score,
 )
 
-from .logs import clock
+from .logs import ALARM, clock, colour
 from .status import finished_at
 
 SPARKS = "▁▂▃▄▅▆▇█"
-_RICH_COLOURS = {"light-blue": "bright_blue", "light-cyan": "bright_cyan", "light-magenta": "bright_magenta"}
-
-
 class AgentRow(msgspec.Struct, frozen=True):
     name: str
     state: str  # "working", "waiting", "evaluating", "done", "not started"
@@ -174,13 +171,6 @@ def sparkline(values: list[float]) -> str:
                    for v in values)
 
 
-def _colour(agent: str) -> str:
-    from .logs import colour
-
-    c = colour(agent)
-    return _RICH_COLOURS.get(c, c)
-
-
 def render(snap: Snapshot):
     label = "simulated" if snap.simulated else "measured"
     clock_kind = "virtual" if snap.simulated else "wall"
@@ -197,7 +187,7 @@ def render(snap: Snapshot):
     agents.add_column("current task / last said", overflow="ellipsis", no_wrap=True, ratio=1)
     for row in snap.agents:
         style = {"working": "bold", "evaluating": "bold green", "done": "dim"}.get(row.state, "")
-        agents.add_row(Text(row.name, style=_colour(row.name)), Text(row.state, style=style),
+        agents.add_row(Text(row.name, style=colour(row.name)), Text(row.state, style=style),
                        clock(row.last_at) if row.last_at is not None else "-", row.task)
 
     queue = Table(expand=True, box=None, pad_edge=False)
@@ -243,8 +233,8 @@ def render(snap: Snapshot):
     msgs.add_column(no_wrap=True)
     msgs.add_column(overflow="ellipsis", no_wrap=True, ratio=1)
     for m in snap.messages:
-        style = "red" if m.kind in ("error", "warning") else ""
-        msgs.add_row(clock(m.at), Text(m.agent, style=_colour(m.agent)), Text(m.text, style=style))
+        style = ALARM if m.kind in ("error", "warning") else ""
+        msgs.add_row(clock(m.at), Text(m.agent, style=colour(m.agent)), Text(m.text, style=style))
 
     return Group(
         Panel(head, title="kernel-scientist watch", subtitle=f"all times and scores {label}"),
@@ -277,11 +267,7 @@ def watch(db: Path, *, once: bool = False, poll_s: float = 0.5, console: Console
         with Live(render(snap), console=console, auto_refresh=False, transient=False) as live:
             version = board.data_version()
             while not (stop_when_over and snap.over):
-                time.sleep(poll_s)  # the campaign runs in another process: poll, never spin
-                current = board.data_version()
-                if current == version:
-                    continue
-                version = current
+                version = board.wait_commit(version, poll_s)  # the campaign runs in another process
                 snap = snapshot(board, messages)
                 live.update(render(snap), refresh=True)
 
