@@ -1,7 +1,7 @@
 """The five agents, the brain protocol and the offline brain.
 
-Note: this top-level package is named ``agents`` as the design card asks; another SDK ships a
-package of the same name. Install kernel-scientist in its own environment if you use that SDK.
+The folder keeps the design's name ``agents``; how it is installed so that it cannot collide
+with another distribution's ``agents`` package is in docs/decisions.md ("Package layout").
 """
 
 from ._base import SLOTS, Agent, CampaignClock, Context

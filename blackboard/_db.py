@@ -5,7 +5,7 @@ Choices, and why:
   transaction in place; only an OS crash or power loss can drop the last commits.
 - Every write is one short ``BEGIN IMMEDIATE`` transaction: ``busy_timeout`` does not cover a read
   that upgrades to a write inside a deferred transaction, while an immediate one waits properly
-  for the writer lock (facts/stack-notes.md).
+  for the writer lock (docs/stack-pitfalls.md).
 - Calls are synchronous and run inline on the event loop's thread. They take microseconds to a few
   milliseconds, and keeping them off worker threads is what lets a campaign run on trio's
   MockClock (a task awaiting a thread counts as idle and the virtual clock would jump). The same

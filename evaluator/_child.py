@@ -17,7 +17,7 @@ space (CPU only: RLIMIT_AS would break CUDA), then:
 5. writes one msgpack ``ChildResult`` to ``.result`` and exits with ``os._exit``.
 
 The verdict is not computed here: the parent regenerates the inputs, runs the reference and judges
-the bytes, out of the candidate's reach (facts/evaluation-attacks.md).
+the bytes, out of the candidate's reach (docs/evaluator-attacks.md).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ mixed with its secret seed, so nothing secret is in the environment) and reads o
 from the result pipe, which this process writes together with the per-run token it was given.
 Output the candidate prints goes to stdout/stderr, which the parent truncates.
 
-The protocol, per the public harness hardened against facts/evaluation-attacks.md:
+The protocol, per the public harness hardened against docs/evaluator-attacks.md:
 - the reference module is loaded under a private name and removed from ``sys.modules`` before the
   candidate is imported; the candidate runs in its own temporary working directory, beside a copy
   of the task's ``task.py`` (submissions do ``from task import input_t``);

@@ -3,7 +3,7 @@ GEMM, with a roofline for launches that do no matrix work.
 
 What it is for: ranking candidate kernels plausibly when no GPU is at hand. It turns each captured
 launch (``_wire.Launch``) into a time. It is not fitted to measurements; scripts/calibrate_model.py
-prints how far it sits from the H200 anchors (facts/h200-anchors.md), as an honesty check.
+prints how far it sits from the H200 anchors (docs/task-facts.md), as an honesty check.
 
 What it captures, per GEMM launch (a launch with ``tl.dot`` and BLOCK_M/N/K constexprs), from the
 task's (m, n, k):

@@ -17,7 +17,7 @@ gets sensible defaults: the CPU checks use its smallest tests, and no speed of l
 ``check_shapes`` for a GEMM folder (``check: scaled-gemm``) are scaled-down stand-ins for the tests
 that the Triton CPU interpreter can run in a fraction of a second. They keep the tests' edge cases
 (n % 128 == 64, m not a multiple of 64, a single K block, several K blocks) and drop the sizes; the
-CPU verdict is a pre-screen, a real GPU's verdict is the one that counts (facts/stack-notes.md).
+CPU verdict is a pre-screen, a real GPU's verdict is the one that counts (docs/stack-pitfalls.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Honesty check of the timing model: the task's seed kernel on the H200 spec vs measured anchors.
 
 Prints, per ranked shape, the "plain Triton precise" time measured on a real H200
-(facts/h200-anchors.md: best of 48 configs per shape, strided loads or a .contiguous() pre-pass,
+(docs/task-facts.md: best of 48 configs per shape, strided loads or a .contiguous() pre-pass,
 200.1 us geomean) next to two model figures: the task's seed submission as it is (one fixed
 config, strided loads; run through the simulated backend with noise off), and the model's best
 over a comparable family of plain precise kernels (tiles, warps, stages, strided or pre-pass).
@@ -27,7 +27,7 @@ from blackboard.records import Shape  # noqa: E402
 from evaluator import DEVICES, Launch, SimulatedBackend, TensorArg, TorchOp, geomean, load_task  # noqa: E402
 from evaluator._model import ModelInfeasible, launch_time_us, torch_op_time_us  # noqa: E402
 
-# facts/h200-anchors.md, "plain Triton precise" column (us), keyed by (m, n, k).
+# docs/task-facts.md, "plain Triton precise" column (us), keyed by (m, n, k).
 ANCHOR_US = {
     (1024, 1536, 7168): 166, (1024, 3072, 1536): 62, (1024, 576, 7168): 108, (1024, 7168, 256): 33,
     (1024, 7168, 2048): 171, (1024, 4608, 7168): 410, (1024, 7168, 2304): 190, (1024, 512, 7168): 74,

@@ -1,7 +1,7 @@
 """The attack suite on the CPU: every submission in tests/attacks/ is stopped with a named reason.
 
 Each attack file's first line names the outcome and a reason substring the simulated backend must
-give (facts/evaluation-attacks.md has the table); the second names the GPU defence that stops it
+give (docs/evaluator-attacks.md has the table); the second names the GPU defence that stops it
 at run time (scripts/gpu_attacks.py runs the same folder through the local backend on a GPU). One
 backend serves the whole module, so every fault (segfault, hang, flood, out of memory) is followed
 by more candidates on the same sandbox, and the last tests check that honest kernels still pass.

@@ -7,7 +7,7 @@ sequence number.
 
 Time. A simulated campaign runs on trio's MockClock with autojump, and a task waiting on a real
 socket counts as idle there, so the clock would jump past deadlines while a request is on the wire
-(facts/stack-notes.md). On a MockClock the service therefore *holds* the clock (autojump off) and
+(docs/stack-pitfalls.md). On a MockClock the service therefore *holds* the clock (autojump off) and
 runs the exchange in a worker thread with its own trio loop on the wall clock, where the HTTP
 timeouts and retry-after sleeps are real seconds. Virtual time stands still during a call; the
 agent's modeled thinking latency is what the campaign clock is charged. Calls are then serialised
