@@ -16,7 +16,8 @@ import hashlib
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, Iterable, TypeVar
+from typing import Any, TypeVar
+from collections.abc import Iterable
 
 import anyio
 import msgspec
@@ -69,7 +70,7 @@ class Blackboard:
     def close(self) -> None:
         self._conn.close()
 
-    def __enter__(self) -> "Blackboard":
+    def __enter__(self) -> Blackboard:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -94,7 +95,7 @@ class Blackboard:
 
     # ---- generic row access ----------------------------------------------------------------
     def _next_id(self, table: str) -> int:
-        return self._conn.execute(f"SELECT coalesce(max(id), 0) + 1 FROM {table}").fetchone()[0]
+        return int(self._conn.execute(f"SELECT coalesce(max(id), 0) + 1 FROM {table}").fetchone()[0])
 
     def _rows(self, cls: type[T], sql: str, args: Iterable[Any] = ()) -> list[T]:
         return [msgspec.json.decode(body, type=cls) for (body,) in self._conn.execute(sql, tuple(args))]
@@ -271,17 +272,22 @@ class Blackboard:
         return self._rows(Submission, f"SELECT body FROM submission WHERE state IN ({marks}) "
                           "ORDER BY expected_value DESC, id", states)
 
+    def _put_submission_tx(self, sub: Submission, **changes: Any) -> Submission:
+        """Write ``sub`` with ``changes`` (inside the caller's write transaction)."""
+        sub = msgspec.structs.replace(sub, **changes)
+        self._conn.execute("UPDATE submission SET state = ?, body = ? WHERE id = ?",
+                           (sub.state, _encode(sub), sub.id))
+        return sub
+
     def lease_submission(self, owner: str, now: float, lease_s: float) -> Submission | None:
         """Claim the queued submission of highest expected value and mark its kernel evaluating."""
-        with _db.write(self._conn) as c:
+        with _db.write(self._conn):
             queued = self.submissions(SubmissionState.QUEUED)
             if not queued:
                 return None
-            sub = msgspec.structs.replace(queued[0], state=SubmissionState.LEASED, lease_owner=owner,
+            sub = self._put_submission_tx(queued[0], state=SubmissionState.LEASED, lease_owner=owner,
                                           lease_until=now + lease_s, attempts=queued[0].attempts + 1,
                                           starts=[*queued[0].starts, now])
-            c.execute("UPDATE submission SET state = ?, body = ? WHERE id = ?",
-                      (sub.state, _encode(sub), sub.id))
             self._set_kernel_state_tx(sub.kernel_id, (KernelState.QUEUED,), KernelState.EVALUATING)
         self._notify("submission", "kernel")
         return sub
@@ -290,13 +296,11 @@ class Blackboard:
         """Return leased submissions and claimed hypotheses to their queues: all of them (a resumed
         campaign: the process that held them is gone) or those whose lease ended before ``now``."""
         count = 0
-        with _db.write(self._conn) as c:
+        with _db.write(self._conn):
             for sub in self.submissions(SubmissionState.LEASED):
                 if now is None or (sub.lease_until or 0) <= now:
-                    sub = msgspec.structs.replace(sub, state=SubmissionState.QUEUED, lease_owner=None,
-                                                  lease_until=None)
-                    c.execute("UPDATE submission SET state = ?, body = ? WHERE id = ?",
-                              (sub.state, _encode(sub), sub.id))
+                    self._put_submission_tx(sub, state=SubmissionState.QUEUED, lease_owner=None,
+                                            lease_until=None)
                     self._set_kernel_state_tx(sub.kernel_id, (KernelState.EVALUATING,), KernelState.QUEUED)
                     count += 1
             for hyp in self.hypotheses(HypothesisState.CLAIMED):
@@ -321,15 +325,13 @@ class Blackboard:
                             report=report)
             c.execute("INSERT INTO evaluation (id, kernel_id, submission_id, body) VALUES (?, ?, ?, ?)",
                       (ev.id, ev.kernel_id, ev.submission_id, _encode(ev)))
-            done = msgspec.structs.replace(sub, state=SubmissionState.DONE)
-            c.execute("UPDATE submission SET state = ?, body = ? WHERE id = ?",
-                      (done.state, _encode(done), sub.id))
+            self._put_submission_tx(sub, state=SubmissionState.DONE)
             to = KernelState.EVALUATED if report.outcome == Outcome.PASSED else KernelState.FAILED
             self._set_kernel_state_tx(sub.kernel_id, (KernelState.EVALUATING,), to)
         self._notify("evaluation", "submission", "kernel")
         return ev
 
-    def _decoded_evaluations(self, sql: str, args: tuple = ()) -> list[Evaluation]:
+    def _decoded_evaluations(self, sql: str, args: tuple[int, ...] = ()) -> list[Evaluation]:
         out = []
         for id, body in self._conn.execute(sql, args):
             ev = self._evaluations.get(id)

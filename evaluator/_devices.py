@@ -70,7 +70,8 @@ def spec_for(device_name: str) -> DeviceSpec:
 
 def min_bytes(shape: Shape) -> int:
     """Compulsory traffic of the task: read fp8 a and b once, write bf16 c (the task's 2mn)."""
-    return shape.m * shape.k + shape.n * shape.k + 2 * shape.m * shape.n
+    m, n, k = shape.mnk()
+    return m * k + n * k + 2 * m * n
 
 
 def l2_flush_bytes(device: DeviceSpec) -> int:
@@ -82,5 +83,6 @@ def l2_flush_bytes(device: DeviceSpec) -> int:
 def speed_of_light_us(shape: Shape, device: DeviceSpec | str) -> float:
     """max(2mnk / fp8 peak, compulsory bytes / HBM bandwidth), as the task's own table does."""
     dev = DEVICES[device] if isinstance(device, str) else device
-    flops = 2 * shape.m * shape.n * shape.k
+    m, n, k = shape.mnk()
+    flops = 2 * m * n * k
     return max(flops / (dev.fp8_tflops * 1e6), min_bytes(shape) / (dev.hbm_tbps * 1e6))

@@ -44,6 +44,7 @@ tens of percent per shape, larger for unusual designs.
 from __future__ import annotations
 
 import math
+from typing import overload
 
 import msgspec
 
@@ -66,6 +67,18 @@ _PERSISTENT_PROLOGUE_US = 0.25  # per further tile of a persistent program (over
 _ALU_OVERLAP = 0.5  # fraction of fp32 vector work hidden under matrix work
 _OVERLAP = {1: 0.0, 2: 0.75}
 _HOPPER_PRECISE = 0.5  # load/compute overlap by num_stages; 3 and more: 0.9
+_SPILL = 0.5  # matrix rate when the accumulator and tiles spill registers (estimate)
+# AMD launch options, as multipliers of the matrix rate (estimates from ROCm's tuning guides): 32x32
+# MFMA instructions suit big per-warp tiles (at least 64x64 outputs per warp) and lose on small ones;
+# 16x16 the other way round; kpack=2 packs fp8 operands for the MFMA (a small gain); waves_per_eu
+# helps when the register budget it implies still holds the kernel's registers, else it spills.
+_NONKDIM_32 = {True: 1.04, False: 0.92}  # keyed by "big per-warp tile"
+_NONKDIM_16 = {True: 0.98, False: 1.02}
+_KPACK_FP8 = 1.02
+_WAVES_PER_EU = {True: 1.03, False: 0.9}  # keyed by "registers fit the waves_per_eu budget"
+_UPCAST_BF16_RATE = 0.9  # bf16 rate after an in-kernel fp8 -> bf16 upcast (conversion work)
+_VECTOR_EFF = 0.7  # achievable fraction of the vector fp32 peak for the scale-and-add work
+_ATOMIC_L2_EFF = 0.25  # L2 bandwidth fraction of split-K atomics (read-modify-write, contended)
 
 
 class ModelInfeasible(Exception):
@@ -84,6 +97,10 @@ class LaunchTime(msgspec.Struct, frozen=True):
     detail: str = ""
 
 
+@overload
+def _const(launch: Launch, *names: str, default: int) -> int: ...
+@overload
+def _const(launch: Launch, *names: str, default: None = None) -> int | None: ...
 def _const(launch: Launch, *names: str, default: int | None = None) -> int | None:
     for name in names:
         v = launch.constexprs.get(name)
@@ -142,8 +159,38 @@ def _below_l2_fraction(launch: Launch, dev: DeviceSpec, tm_count: int, tn_count:
     return loaded / max(1, requested)
 
 
+def _occupancy(kernel: str, dev: DeviceSpec, bm: int, bn: int, bk: int, warps: int, stages: int,
+               elem: int) -> tuple[float, int]:
+    """Registers per lane, and blocks resident per CU/SM (limited by LDS, registers and waves).
+    Raises ModelInfeasible when one block needs more LDS than the device has."""
+    lds = stages * (bm * bk + bn * bk) * elem
+    if lds > dev.smem_kb * 1024:
+        raise ModelInfeasible(f"{kernel}: out of resource: shared memory, required {lds}, hardware limit "
+                              f"{dev.smem_kb * 1024} (BLOCK_M={bm} BLOCK_N={bn} BLOCK_K={bk} num_stages={stages}); "
+                              "use smaller tiles or fewer stages")
+    lanes = warps * dev.lanes
+    regs = bm * bn / lanes + 2 * (bm + bn) * bk * elem / 4 / lanes + 24
+    by_regs = int(dev.reg_file_kb * 256 // (min(regs, dev.regs_per_lane) * lanes))
+    return regs, max(1, min(dev.smem_kb * 1024 // lds, by_regs, dev.max_waves_per_unit // warps))
+
+
+def _amd_options(eff: float, launch: Launch, dev: DeviceSpec, *, big: bool, elem: int, regs: float) -> float:
+    """``eff`` under the AMD launch options the launch sets (the constants' note)."""
+    nonk = launch.extra.get("matrix_instr_nonkdim")
+    if nonk == 32:
+        eff *= _NONKDIM_32[big]
+    elif nonk == 16:
+        eff *= _NONKDIM_16[big]
+    if launch.extra.get("kpack") == 2 and elem == 1:
+        eff *= _KPACK_FP8
+    wpe = launch.extra.get("waves_per_eu")
+    if wpe:
+        eff *= _WAVES_PER_EU[regs * wpe <= dev.regs_per_lane]
+    return eff
+
+
 def gemm_time_us(launch: Launch, shape: Shape, dev: DeviceSpec) -> LaunchTime:
-    m, n, k = shape.m, shape.n, shape.k
+    m, n, k = shape.mnk()
     bm = _const(launch, "BLOCK_M", "BLOCK_SIZE_M", "BM", default=64)
     bn = _const(launch, "BLOCK_N", "BLOCK_SIZE_N", "BN", default=64)
     bk = _const(launch, "BLOCK_K", "BLOCK_SIZE_K", "BK", default=64)
@@ -155,17 +202,8 @@ def gemm_time_us(launch: Launch, shape: Shape, dev: DeviceSpec) -> LaunchTime:
     elem = a.element_size if a is not None else 1
     notes: list[str] = []
 
-    # Occupancy: LDS, registers, waves.
-    lds = stages * (bm * bk + bn * bk) * elem
-    if lds > dev.smem_kb * 1024:
-        raise ModelInfeasible(f"{launch.kernel}: out of resource: shared memory, required {lds}, hardware limit "
-                              f"{dev.smem_kb * 1024} (BLOCK_M={bm} BLOCK_N={bn} BLOCK_K={bk} num_stages={stages}); "
-                              "use smaller tiles or fewer stages")
-    lanes = warps * dev.lanes
-    regs = bm * bn / lanes + 2 * (bm + bn) * bk * elem / 4 / lanes + 24
+    regs, blocks = _occupancy(launch.kernel, dev, bm, bn, bk, warps, stages, elem)
     spill = regs > dev.regs_per_lane
-    by_regs = int(dev.reg_file_kb * 256 // (min(regs, dev.regs_per_lane) * lanes))
-    blocks = max(1, min(dev.smem_kb * 1024 // lds, by_regs, dev.max_waves_per_unit // warps))
 
     tm_count, tn_count = -(-m // bm), -(-n // bn)
     tiles = tm_count * tn_count
@@ -187,24 +225,14 @@ def gemm_time_us(launch: Launch, shape: Shape, dev: DeviceSpec) -> LaunchTime:
             eff *= _TRANSPOSE.get(elem, 0.6)
             notes.append(f"{name} not K-contiguous")
     if spill:
-        eff *= 0.5
+        eff *= _SPILL
         notes.append(f"~{regs:.0f} registers per lane: spills")
-    nonk = launch.extra.get("matrix_instr_nonkdim")
-    big = bm * bn / warps >= 64 * 64
-    if nonk == 32:
-        eff *= 1.04 if big else 0.92
-    elif nonk == 16:
-        eff *= 0.98 if big else 1.02
-    if launch.extra.get("kpack") == 2 and elem == 1:
-        eff *= 1.02
-    wpe = launch.extra.get("waves_per_eu")
-    if wpe:
-        eff *= 1.03 if regs * wpe <= dev.regs_per_lane else 0.9
+    eff = _amd_options(eff, launch, dev, big=bm * bn / warps >= 64 * 64, elem=elem, regs=regs)
 
     if launch.upcast_fp32 or elem == 4:
         rate = dev.fp32_matrix_tflops
     elif launch.upcast_bf16 or elem == 2:
-        rate = dev.bf16_tflops * (0.9 if launch.upcast_bf16 else 1.0)
+        rate = dev.bf16_tflops * (_UPCAST_BF16_RATE if launch.upcast_bf16 else 1.0)
     else:
         rate = dev.fp8_tflops
         if not dev.fp8_full_precision_acc and not launch.precise_acc:
@@ -215,10 +243,10 @@ def gemm_time_us(launch: Launch, shape: Shape, dev: DeviceSpec) -> LaunchTime:
         # (precise plain Triton ~2x slower than fast accumulation on large shapes) suggest so.
         eff *= _HOPPER_PRECISE
         notes.append("precise fp8 accumulation serialises wgmma")
-    k_unit = -(-(-(-k // split)) // bk) * bk
+    k_unit = -(-(-(-k // split)) // bk) * bk  # noqa: B002 (ceil divisions, not a decrement)
     unit_mma = 2 * bm * bn * k_unit * resident / (rate * 1e6 / dev.units * eff)
     alu_per_out = 3 * k_unit / 128  # scale and accumulate once per 128-wide scale block
-    unit_alu = bm * bn * alu_per_out * resident / (dev.vector_fp32_tflops * 1e6 / dev.units * 0.7)
+    unit_alu = bm * bn * alu_per_out * resident / (dev.vector_fp32_tflops * 1e6 / dev.units * _VECTOR_EFF)
     t_compute = rounds * (unit_mma + _ALU_OVERLAP * unit_alu)
 
     # Memory: L2 traffic and traffic below L2.
@@ -245,7 +273,7 @@ def gemm_time_us(launch: Launch, shape: Shape, dev: DeviceSpec) -> LaunchTime:
 
     if split > 1:
         partial = m * n * 4 * split
-        body += (2 * partial / (dev.l2_tbps * 1e6 * 0.25)) if launch.atomic else partial / (dev.hbm_tbps * 1e6 * _HBM_EFF)
+        body += (2 * partial / (dev.l2_tbps * 1e6 * _ATOMIC_L2_EFF)) if launch.atomic else partial / (dev.hbm_tbps * 1e6 * _HBM_EFF)
         notes.append(f"split-K {split}")
     else:
         body += 2 * m * n / (dev.hbm_tbps * 1e6 * _HBM_EFF)
@@ -266,7 +294,8 @@ def is_vector_gemm(launch: Launch, shape: Shape) -> bool:
     if not shape.is_mnk():
         return False
     sizes = {math.prod(t.shape) for t in launch.tensors}
-    return {shape.m * shape.k, shape.n * shape.k, shape.m * shape.n} <= sizes
+    m, n, k = shape.mnk()
+    return {m * k, n * k, m * n} <= sizes
 
 
 def launch_time_us(launch: Launch, shape: Shape, dev: DeviceSpec) -> LaunchTime:
@@ -277,7 +306,8 @@ def launch_time_us(launch: Launch, shape: Shape, dev: DeviceSpec) -> LaunchTime:
         return gemm_time_us(launch, shape, dev)
     moved = sum(t.nbytes for t in launch.tensors)
     if is_vector_gemm(launch, shape):
-        t = 2 * shape.m * shape.n * shape.k / (dev.vector_fp32_tflops * 1e6 * 0.5) + dev.launch_us
+        m, n, k = shape.mnk()
+        t = 2 * m * n * k / (dev.vector_fp32_tflops * 1e6 * 0.5) + dev.launch_us
         return LaunchTime(kernel=launch.kernel, kind="vector-gemm", time_us=t + moved / (dev.hbm_tbps * 1e6 * _HBM_EFF),
                           detail="matrix product without tl.dot: vector fp32 rate")
     return memory_time_us(launch, moved, dev)

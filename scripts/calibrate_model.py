@@ -21,11 +21,9 @@ from pathlib import Path
 
 import trio
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from blackboard.records import Shape  # noqa: E402
-from evaluator import DEVICES, Launch, SimulatedBackend, TensorArg, TorchOp, geomean, load_task  # noqa: E402
-from evaluator._model import ModelInfeasible, launch_time_us, torch_op_time_us  # noqa: E402
+from blackboard import Shape
+from evaluator import DEVICES, Launch, SimulatedBackend, TensorArg, TorchOp, geomean, load_task
+from evaluator.harness import ModelInfeasible, launch_time_us, torch_op_time_us
 
 # docs/task-facts.md, "plain Triton precise" column (us), keyed by (m, n, k).
 ANCHOR_US = {
