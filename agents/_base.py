@@ -75,6 +75,10 @@ class Agent:
     rank: int
     rng: random.Random = field(init=False)
 
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """The agent's loop, started by the campaign runner with ``task_group.start``."""
+        raise NotImplementedError
+
     def __post_init__(self) -> None:
         # zlib.crc32, not hash(): str hashes are salted per process.
         self.rng = random.Random(zlib.crc32(f"{self.ctx.seed}:{self.name}".encode()))

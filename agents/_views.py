@@ -9,12 +9,12 @@ from .brain import KernelView
 
 def kernel_view(board: Blackboard, kernel: Kernel) -> KernelView:
     ev = board.evaluation_for(kernel.id)
-    passed = ev is not None and ev.report.outcome == Outcome.PASSED
+    report = ev.report if ev is not None and ev.report.outcome == Outcome.PASSED else None
     return KernelView(
         id=kernel.id, parent_id=kernel.parent_id, author=kernel.author, summary=kernel.summary,
-        score_us=ev.report.score_us if passed else None,
-        shape_us=[s.time_us for s in ev.report.shapes] if passed else [],
-        shape_notes=[shape_note(s) for s in ev.report.shapes] if passed else [])
+        score_us=report.score_us if report else None,
+        shape_us=[s.time_us for s in report.shapes] if report else [],
+        shape_notes=[shape_note(s) for s in report.shapes] if report else [])
 
 
 def shape_note(shape: ShapeResult) -> str:
@@ -39,7 +39,7 @@ def bounds_summary(report: EvalReport) -> str:
     text = f"host-bound on {len(host)} of {len(shapes)} shapes" + (f" ({', '.join(host[:4])}"
                                                                    f"{', ...' if len(host) > 4 else ''})" if host else "")
     if device:
-        far = min(device, key=lambda s: s.sol_fraction())
+        far = min(device, key=lambda s: s.sol_fraction() or 0.0)  # device: those with a fraction
         text += f"; farthest from the speed of light: {far.shape.label()} at {far.sol_fraction():.0%}"
     return text
 

@@ -70,6 +70,7 @@ class Archivist(Agent):
             return
         overall = uplift(base_score, score) or 0.0
         groups: dict[str, list[float]] = {}
+        assert base_ev is not None  # it has a score
         for new, old in zip(report.shapes, base_ev.report.shapes):
             if new.time_us and old.time_us:
                 groups.setdefault(_group(new.shape), []).append(math.log(old.time_us / new.time_us))

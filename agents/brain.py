@@ -152,7 +152,10 @@ class Critique(msgspec.Struct, frozen=True):
 
 
 class Brain(Protocol):
-    name: str
+    @property
+    def name(self) -> str:
+        """Which brain answers: "offline", "anthropic", "openai-compatible" or "replay"."""
+        ...
 
     async def select(self, view: SelectionView) -> Choice: ...
 

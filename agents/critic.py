@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import anyio
 
-from blackboard import HypothesisState, Kernel, KernelState, Outcome, Verdict
+from blackboard import HypothesisState, Kernel, KernelState, Outcome, SubmissionState, Verdict
 from evaluator import static_findings
 
 from ._base import SEED_PRIORITY, Agent
@@ -79,7 +79,7 @@ class Critic(Agent):
         board.review(kernel_id=kernel.id, reviewer=self.name, approved=approve, reasons=reasons,
                      at=self.now(), expected_value=value)
         if approve:
-            queued = len(board.submissions("queued"))
+            queued = len(board.submissions(SubmissionState.QUEUED))
             priority = "first" if value == SEED_PRIORITY else f"with expected value {value:+.3f}"
             self.say("review", f"kernel {kernel.id} approved, queued {priority} "
                      f"({queued} in queue): " + "; ".join(reasons), kernel_id=kernel.id,

@@ -15,7 +15,7 @@ import zlib
 
 import anyio
 
-from blackboard import Outcome, Submission
+from blackboard import Outcome, Submission, SubmissionState
 
 from ._base import SEED_PRIORITY, Agent
 
@@ -66,7 +66,7 @@ class EvaluatorAgent(Agent):
         board = self.board
         kernel = board.kernel(sub.kernel_id)
         started = self.now()
-        waiting = len(board.submissions("queued"))
+        waiting = len(board.submissions(SubmissionState.QUEUED))
         why = ("the seed baseline" if sub.expected_value >= SEED_PRIORITY
                else f"expected value {sub.expected_value:+.3f}")
         board.say(agent=self.name, kind="queue", at=started, kernel_id=kernel.id,

@@ -41,7 +41,7 @@ class OfflineBrain:
 
     # ---- archivist: base and reference ----------------------------------------------------
     async def select(self, view: SelectionView) -> Choice:
-        ranked = sorted((k for k in view.kernels if k.score_us is not None), key=lambda k: k.score_us)
+        ranked = sorted((k for k in view.kernels if k.score_us is not None), key=lambda k: k.score_us or 0.0)
         fresh = [k for k in ranked if k.id not in view.exhausted] or ranked
         base = fresh[0]
         why = f"best open kernel ({base.score_us:.1f} us)"

@@ -27,7 +27,7 @@ from __future__ import annotations
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 SCHEMA_VERSION = 3
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -124,7 +124,7 @@ def inspect(path: Path) -> int:
         raise BlackboardError(f"{path}: not an SQLite file, so not a kernel-scientist blackboard")
     conn, _ = _open_readonly(path)
     try:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
         tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except sqlite3.DatabaseError as exc:
         raise BlackboardError(f"{path}: not a usable SQLite file ({exc})") from exc

@@ -107,9 +107,13 @@ class Blackboard:
         return rows[0]
 
     # ---- campaign ------------------------------------------------------------------------
-    def campaign(self) -> Campaign | None:
+    def campaign(self) -> Campaign:
+        """The campaign this file holds; a BlackboardError for a file that holds none (a run
+        whose start failed before the campaign was recorded)."""
         rows = self._rows(Campaign, "SELECT body FROM campaign")
-        return rows[0] if rows else None
+        if not rows:
+            raise _db.BlackboardError(f"{self.path}: holds no campaign (was it created by `kernel-scientist run`?)")
+        return rows[0]
 
     def create_campaign(self, campaign: Campaign) -> None:
         with _db.write(self._conn) as c:
@@ -447,10 +451,14 @@ def open_existing(path: str | Path, *, writable: bool = False) -> Blackboard:
     _db.inspect(p)  # a foreign, empty or missing file is refused before anything touches it
     try:
         board = Blackboard(p, readonly=not writable)
-        campaign = board.campaign()
     except sqlite3.DatabaseError as exc:
         raise _db.BlackboardError(f"{p}: not a kernel-scientist blackboard ({exc})") from exc
-    if campaign is None:
+    try:
+        board.campaign()
+    except sqlite3.DatabaseError as exc:
         board.close()
-        raise _db.BlackboardError(f"{p}: holds no campaign (was it created by `kernel-scientist run`?)")
+        raise _db.BlackboardError(f"{p}: not a kernel-scientist blackboard ({exc})") from exc
+    except _db.BlackboardError:
+        board.close()
+        raise
     return board

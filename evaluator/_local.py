@@ -23,6 +23,8 @@ import sys
 import tempfile
 import time
 
+from typing import Literal
+
 import anyio
 import msgspec
 
@@ -73,7 +75,7 @@ class LocalBackend:
 
     def __init__(self, task: Task, timeout_s: float = 600.0, output_limit: int = 64_000,
                  max_calls: int = 100, shape_budget_s: float = 5.0, gpus: list[str] | None = None,
-                 device: str = "cuda", own_kernel: bool = False):
+                 device: Literal["cuda", "cpu"] = "cuda", own_kernel: bool = False) -> None:
         """``device="cpu"`` runs the same processes and protocol on the CPU under Triton's
         interpreter, timed by the host clock: every guarantee but the speed, for tests.
         ``own_kernel`` turns on the rules about what the kernel may call (a campaign's policy)."""
@@ -97,7 +99,7 @@ class LocalBackend:
         self._free = list(self.gpus)
         self._slots = anyio.Semaphore(len(self.gpus))
 
-    def __enter__(self) -> "LocalBackend":
+    def __enter__(self) -> LocalBackend:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -163,6 +165,7 @@ class LocalBackend:
                                     cwd=workdir, env=env, stdin=subprocess.PIPE, stdout=log, stderr=log,
                                     pass_fds=(write_fd,), start_new_session=True)
             os.close(write_fd)
+            assert proc.stdin is not None  # stdin=PIPE
             proc.stdin.write(token + b"\n" + msgspec.msgpack.encode(req))
             proc.stdin.close()
             try:
@@ -218,7 +221,7 @@ class LocalBackend:
             shapes.append(ShapeResult(shape=s.shape, passed=True, time_us=round(time_us, 3),
                                       sol_us=None if sol is None else round(sol, 3), flagged=flagged,
                                       host_us=host_work))
-        score = self.task.score([x.time_us for x in shapes])
+        score = self.task.score([us for x in shapes if (us := x.time_us) is not None])
         calls = sum(len(s.event_us) for s in result.samples)
         return self._report(Outcome.PASSED, f"passed {len(self.task.tests)} tests and {len(shapes)} ranked "
                             f"shapes ({calls} timed calls, each re-checked)", submission_id, secret_seed,

@@ -18,6 +18,8 @@ import importlib.metadata
 import math
 import platform
 import signal
+import types
+from typing import Literal
 
 import msgspec
 import numpy as np
@@ -45,6 +47,7 @@ _SHAPE_SETUP_S = 0.5
 _CALL_OVERHEAD_S = 2e-4
 _REF_TFLOPS = 80.0
 _TIMEOUT_PHASE_S = 180.0
+Mode = Literal["evaluate", "prescreen"]
 _MEAN = {"geom": "geomean", "mean": "mean", "last": "last-shape time"}
 
 
@@ -87,7 +90,7 @@ class SimulatedBackend:
         self.mem_limit_mb = mem_limit_mb
         self.own_kernel = own_kernel
         self._server = ForkServer()
-        self._reference = None
+        self._reference: types.ModuleType | None = None
         self._versions = _versions()
 
     # -- lifetime --------------------------------------------------------------------------------
@@ -137,7 +140,7 @@ class SimulatedBackend:
                                   provenance=self._provenance(0, 0, notes="reference implementation, no sandbox"))
             t, _ = capture_time_us(Capture(shape=s, launches=launches, torch_ops=ops), self.device)
             shapes.append(ShapeResult(shape=s, passed=True, time_us=round(t, 4), sol_us=self._sol(s)))
-        score = self.task.score([r.time_us for r in shapes])
+        score = self.task.score([us for r in shapes if (us := r.time_us) is not None])
         return EvalReport(outcome=Outcome.PASSED, reason=f"the task's reference, modelled {score:.2f} us",
                           provenance=self._provenance(0, 0, notes="reference implementation, no sandbox"),
                           score_us=round(score, 4), shapes=shapes)
@@ -152,12 +155,12 @@ class SimulatedBackend:
                           timing_method="analytic model", versions=self._versions,
                           seeds=[secret_seed, submission_id], model=MODEL_VERSION, notes=notes)
 
-    def _report(self, mode: str, outcome: Outcome, reason: str, prov: Provenance, checked: list[Shape],
+    def _report(self, mode: Mode, outcome: Outcome, reason: str, prov: Provenance, checked: list[Shape],
                 duration_s: float, **kw) -> EvalReport:
         return EvalReport(outcome=outcome, reason=reason, provenance=prov, checked_shapes=checked,
                           duration_s=0.0 if mode == "prescreen" else round(duration_s, 3), **kw)
 
-    def _run(self, mode: str, source: str, submission_id: int, secret_seed: int) -> EvalReport:
+    def _run(self, mode: Mode, source: str, submission_id: int, secret_seed: int) -> EvalReport:
         prov = self._provenance(submission_id, secret_seed)
         rejected = rule_verdict(source, own_kernel=self.own_kernel)
         if rejected:
@@ -170,6 +173,7 @@ class SimulatedBackend:
             outcome, reason = failed
             return self._report(mode, outcome, reason, prov, [], self._failed_duration(outcome))
         try:
+            assert job.finished is not None and job.finished.result is not None  # _failure said so
             result = _result_decoder.decode(job.finished.result)
         except msgspec.DecodeError as exc:
             return self._report(mode, Outcome.CRASH, f"the result channel held no valid result ({exc}); "
@@ -187,7 +191,7 @@ class SimulatedBackend:
             return self._report(mode, Outcome.PASSED, f"passed the pre-screen on {checks[0].label()}", prov, checks, 0.0)
         return self._timed(result, prov, checks, submission_id, secret_seed)
 
-    def _request(self, mode: str, source: str, secret_seed: int) -> ChildRequest:
+    def _request(self, mode: Mode, source: str, secret_seed: int) -> ChildRequest:
         shapes = self.task.check_shapes if mode == "evaluate" else [min(self.task.check_shapes, key=lambda s: s.work())]
         checks = [s.with_seed(mix_seed(s.seed, secret_seed)) for s in shapes]
         return ChildRequest(mode=mode, source=source, task_dir=self.task.path, modules=self.task.modules,
@@ -271,7 +275,7 @@ class SimulatedBackend:
             shapes.append(ShapeResult(shape=s, passed=True, time_us=round(t, 4), sol_us=sol, flagged=flag))
             ref_s = (task_flops(self.task.meta, s) or 0.0) / (_REF_TFLOPS * 1e12)
             service_s += 2 * (_SHAPE_SETUP_S + 100 * (t * 1e-6 + ref_s + _CALL_OVERHEAD_S))
-        score = self.task.score([r.time_us for r in shapes])
+        score = self.task.score([us for r in shapes if (us := r.time_us) is not None])
         flagged = sum(1 for r in shapes if r.flagged)
         reason = (f"passed {len(checks)} check shapes on the CPU interpreter; modelled {_MEAN[self.task.ranking_by]} "
                   f"{score:.2f} us")

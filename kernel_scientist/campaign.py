@@ -13,13 +13,14 @@ import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import anyio
 import trio.testing
 
 from agents import (
-    Archivist, CampaignClock, Context, Critic, Engineer, EvaluatorAgent, OfflineBrain, Theorist,
+    Archivist, Brain, CampaignClock, Context, Critic, Engineer, EvaluatorAgent, OfflineBrain, Theorist,
 )
 from blackboard import (
     SEED_AUTHOR, Blackboard, BlackboardError, Campaign, KernelState, Message, Scenario, retune, scenario_from_json,
@@ -54,8 +55,8 @@ def check_new(db: Path) -> None:
                               "or pass another --db")
 
 
-def start(scenario: Scenario, db: Path, listeners: list[Callable[[Message], None]] = (),
-          lessons: list = ()) -> Outcome:
+def start(scenario: Scenario, db: Path, listeners: Sequence[Callable[[Message], None]] = (),
+          lessons: Sequence[Any] = ()) -> Outcome:
     """Create a campaign in a new blackboard file and run it to its deadline; ``lessons``
     (``learn.read_all``) seed its findings with what earlier campaigns measured. A start that
     fails (no API key, no GPU, a broken task) or is interrupted before the campaign is recorded
@@ -64,7 +65,8 @@ def start(scenario: Scenario, db: Path, listeners: list[Callable[[Message], None
     return _run(scenario, db, listeners, resume=False, lessons=lessons)
 
 
-def resume(db: Path, listeners: list[Callable[[Message], None]] = (), overrides: list[str] = ()) -> Outcome:
+def resume(db: Path, listeners: Sequence[Callable[[Message], None]] = (),
+           overrides: Sequence[str] = ()) -> Outcome:
     """Continue a campaign from its blackboard file (after a crash, kill -9 or Ctrl-C), optionally
     with retuned limits (``evaluator.in_flight=2``) for this run. Raises NothingToResume, having
     written nothing, when the campaign has closed and ``campaign.hours`` was not extended."""
@@ -83,7 +85,8 @@ def resume(db: Path, listeners: list[Callable[[Message], None]] = (), overrides:
     return _run(scenario, db, listeners, resume=True, retuned=list(overrides))
 
 
-def _run(scenario: Scenario, db: Path, listeners, *, resume: bool, retuned: list[str] = (), lessons=()) -> Outcome:
+def _run(scenario: Scenario, db: Path, listeners: Sequence[Callable[[Message], None]], *, resume: bool,
+         retuned: Sequence[str] = (), lessons: Sequence[Any] = ()) -> Outcome:
     from evaluator import load_task, make_backend
     from kernel_scientist import learn
 
@@ -184,6 +187,7 @@ async def _agents(board: Blackboard, scenario: Scenario, clock: CampaignClock, b
         service = LLMService(scenario, board, clock.now)
 
     def context(name: str) -> Context:
+        brain: Brain
         if service is not None:
             brain = service.brain(name)
         else:

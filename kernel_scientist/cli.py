@@ -1,9 +1,9 @@
 """`kernel-scientist`: the command line.
 
 The parser lives in the ``commands`` package (one module per command). Usage errors (a broken
-scenario, an unknown option, a missing or foreign file, a backend this machine cannot run) print one line and exit with code 2, never a traceback;
-Ctrl-C prints one line (for a campaign: where it stopped and how to continue) and exits with 130,
-the shell's code for SIGINT.
+scenario, an unknown option, a missing or foreign file, a backend this machine cannot run) print
+one line and exit with code 2, never a traceback; Ctrl-C prints one line (for a campaign: where it
+stopped and how to continue) and exits with 130, the shell's code for SIGINT.
 """
 
 from __future__ import annotations

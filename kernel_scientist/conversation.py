@@ -10,7 +10,8 @@ kernel. The filters are exact on ids, agent and kind, and a case-insensitive sub
 from __future__ import annotations
 
 import sys
-from typing import Iterator, TextIO
+from typing import TextIO
+from collections.abc import Iterator
 
 import msgspec
 

@@ -318,6 +318,7 @@ class LiveListener:
             self._board = Blackboard(self.db, readonly=True)
             self._live = Live(console=self.console, auto_refresh=False)
             self._live.start()
+        assert self._live is not None  # started with the board
         self._live.update(render(snapshot(self._board)), refresh=True)
         self._last = self.now()
 
@@ -325,7 +326,8 @@ class LiveListener:
         if self._board is None:
             return
         self._draw()
-        self._live.stop()
+        if self._live is not None:
+            self._live.stop()
         self._board.close()
         self._board = None
 

@@ -84,7 +84,7 @@ def _docstring_span(source: str) -> tuple[int, int, str] | None:
         return None
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
             and isinstance(body[0].value.value, str):
-        return body[0].lineno, body[0].end_lineno, body[0].value.value
+        return body[0].lineno, body[0].end_lineno or body[0].lineno, body[0].value.value
     return None
 
 
@@ -129,8 +129,7 @@ def export(board: Blackboard, kernel_id: int, db_name: str, version: str) -> Exp
     body = [line for line in kernel.source.splitlines() if not line.startswith("#!POPCORN")]
     source = "\n".join(body)
     span, seed_doc = _docstring_span(source), _docstring_span(chain[0].source)
-    inherited = span and seed_doc and span[2] == seed_doc[2] and len(chain) > 1
-    if inherited:
+    if span is not None and seed_doc is not None and span[2] == seed_doc[2] and len(chain) > 1:  # inherited
         doc = _lineage_docstring(campaign.task, chain, board, score, "# region:" in source)
         body = body[: span[0] - 1] + doc.splitlines() + body[span[1]:]
     return Export(text="\n".join(header + body) + "\n", kernel_id=kernel.id, gpu=gpu, note=note)

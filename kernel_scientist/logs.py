@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 from logging import WARNING
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 import msgspec
 from loguru import logger
@@ -51,7 +51,7 @@ class JsonlLog:
 
     def __init__(self, path: Path):
         self.path = path
-        self.file = None
+        self.file: BinaryIO | None = None
 
     def __call__(self, msg: Message) -> None:
         if self.file is None:

@@ -15,7 +15,7 @@ import html
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import matplotlib
 
@@ -104,7 +104,8 @@ def _best_score(board: Blackboard, out: Path, label: str) -> Section:
 def _per_shape(board: Blackboard, out: Path, label: str, st: status_mod.Status) -> Section:
     if st.best is None:
         return Section("Per-shape speed-up of the best kernel", None, "<p>No passing evaluation.</p>")
-    best = board.evaluation_for(st.best.kernel_id).report.shapes
+    best_ev = board.evaluation_for(st.best.kernel_id)
+    best = best_ev.report.shapes if best_ev is not None else []
     seed = seed_evaluation(board)
     ref = board.campaign().reference
     labels, vs_seed, vs_ref = [], [], []
@@ -125,8 +126,8 @@ def _per_shape(board: Blackboard, out: Path, label: str, st: status_mod.Status) 
     ax.legend()
     ax.grid(axis="y", alpha=0.3)
     _save(fig, out / "per_shape.png")
-    rows = "".join(f"<tr><td>{html.escape(l)}</td><td>{_x(s)}</td><td>{_x(r)}</td></tr>"
-                   for l, s, r in zip(labels, vs_seed, vs_ref))
+    rows = "".join(f"<tr><td>{html.escape(name)}</td><td>{_x(s)}</td><td>{_x(r)}</td></tr>"
+                   for name, s, r in zip(labels, vs_seed, vs_ref))
     table = (f"<table><tr><th>shape</th><th>vs seed ({label})</th><th>vs reference ({label})</th></tr>"
              f"{rows}</table>")
     return Section("Per-shape speed-up of the best kernel", "per_shape.png", table)

@@ -124,7 +124,8 @@ def _fmt(v: float | None) -> str:
 
 
 def _per_shape(board: Blackboard, kernel_id: int) -> list[str]:
-    best = board.evaluation_for(kernel_id).report.shapes
+    best_ev = board.evaluation_for(kernel_id)
+    best = best_ev.report.shapes if best_ev is not None else []
     seed = seed_evaluation(board)
     ref = board.campaign().reference
     out = []

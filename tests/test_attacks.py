@@ -168,7 +168,7 @@ class _ScriptedBackend:
 
 
 async def test_the_gpu_script_reruns_the_seed_on_the_same_gpu_after_each_fault():
-    def attack(name: str) -> "gpu_attacks.Attack":
+    def attack(name: str) -> gpu_attacks.Attack:
         return gpu_attacks.Attack(name=name, path="", outcome=Outcome.CRASH, reason="", gpu_defence="", source=name)
 
     log: list = []

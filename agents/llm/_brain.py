@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-from typing import Callable
+from collections.abc import Callable
 
 import anyio
 import msgspec
@@ -37,7 +37,7 @@ from . import _prompts, _wire
 from ._hygiene import clean, truncate
 from ._ledger import Ledger
 from ._transport import (
-    LLMReply, LLMRequest, Send, TransportError, TransportUnavailable, Usage, anthropic_sender, openai_sender,
+    LLMReply, LLMRequest, Send, StopReason, TransportError, TransportUnavailable, Usage, anthropic_sender, openai_sender,
 )
 
 ROLES = ("select", "design", "implement", "review")
@@ -88,7 +88,7 @@ class LLMService:
     def role(self, role: str) -> RoleConfig:
         return getattr(self.cfg, role)
 
-    def brain(self, agent: str) -> "LLMBrain":
+    def brain(self, agent: str) -> LLMBrain:
         return LLMBrain(self, agent)
 
     async def exchange(self, req: LLMRequest) -> LLMReply:
@@ -233,7 +233,8 @@ class LLMBrain:
                          attempts=recorded.attempts, permanent=recorded.permanent, replayed=True)
             error = TransportUnavailable if recorded.permanent else TransportError
             raise error(recorded.error, recorded.request_id, recorded.attempts)
-        stop = {"refused": "refusal", "truncated": "max_tokens"}.get(recorded.status, "end")
+        stops: dict[str, StopReason] = {"refused": "refusal", "truncated": "max_tokens"}
+        stop = stops.get(recorded.status, "end")
         return LLMReply(text=recorded.answer, stop=stop, stop_reason=recorded.stop_reason,
                         usage=Usage(recorded.input_tokens, recorded.output_tokens,
                                     recorded.cache_read_tokens, recorded.cache_write_tokens),

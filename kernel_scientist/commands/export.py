@@ -19,7 +19,7 @@ def add(sub) -> None:
 def _export(args) -> int:
     from blackboard import open_existing
     from kernel_scientist import export, status
-    
+
     if args.out.is_dir():
         raise UsageError(f"--out {args.out}: is a folder; name the file to write, e.g. {args.out / 'submission.py'}")
     if not args.out.parent.is_dir():

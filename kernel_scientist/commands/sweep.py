@@ -63,7 +63,7 @@ def _sweep(args) -> int:
     for col in ("setting", "seeds", "best us", "vs seed", "evaluations", "utilisation", "rate used"):
         table.add_column(col, justify="left" if col == "setting" else "right")
     for s in summary.settings:
-        best = ("n/a" if s.best_us_mean is None
+        best = ("n/a" if s.best_us_mean is None or s.best_us_min is None or s.best_us_max is None
                 else f"{s.best_us_mean:.1f} ± {(s.best_us_max - s.best_us_min) / 2:.1f}")
         table.add_row(sweep.setting_label(s.setting), str(s.seeds), best,
                       "n/a" if s.speedup_vs_seed_mean is None else f"{s.speedup_vs_seed_mean:.2f}x",
