@@ -1,7 +1,7 @@
 """The five agents, the brain protocol and the offline brain.
 
-The folder keeps the design's name ``agents``; how it is installed so that it cannot collide
-with another distribution's ``agents`` package is in docs/decisions.md ("Package layout").
+Installed as ``kernel_scientist.agents`` (the folder keeps the design's name): another SDK's import
+name is ``agents``, and both install side by side (docs/decisions.md, "Package layout").
 """
 
 from ._base import SLOTS, Agent, CampaignClock, Context
