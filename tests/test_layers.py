@@ -30,6 +30,9 @@ def _imports(path):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield alias.name, 0
+        elif isinstance(node, ast.ImportFrom) and node.module == "kernel_scientist" and not node.level:
+            for alias in node.names:  # from kernel_scientist import knowledge: the layer, by name
+                yield f"kernel_scientist.{alias.name}", 0
         elif isinstance(node, ast.ImportFrom):
             yield node.module or "", node.level
 
