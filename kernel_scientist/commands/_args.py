@@ -28,6 +28,11 @@ def _number(kind: type[int] | type[float], low: float, strict: bool) -> Callable
     return parse
 
 
+def add_overrides(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--set KEY=VALUE`` (repeatable) into ``args.overrides``: scenario keys changed for this run."""
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help)
+
+
 positive_int = _number(int, 1, strict=False)
 natural_int = _number(int, 0, strict=False)
 positive_float = _number(float, 0, strict=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ._args import UsageError, positive_int
+from ._args import UsageError, add_overrides, positive_int
 
 
 def add(sub) -> None:
@@ -18,8 +18,7 @@ def add(sub) -> None:
                     help="campaigns at once (default: half the CPUs)")
     sw.add_argument("--out", type=Path, help="folder for the runs, sweep.json and sweep.png "
                     "(default: runs/sweep-<scenario name>)")
-    sw.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a scenario key in every run (repeatable)")
+    add_overrides(sw, "override a scenario key in every run (repeatable)")
     sw.set_defaults(handler=_sweep)
 
 
