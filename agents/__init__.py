@@ -1,7 +1,7 @@
 """The five agents, the brain protocol and the offline brain.
 
-Note: this top-level package is named ``agents`` as the design card asks; another SDK ships a
-package of the same name. Install kernel-scientist in its own environment if you use that SDK.
+Installed as ``kernel_scientist.agents`` (the folder keeps the design's name): another SDK's import
+name is ``agents``, and both install side by side (docs/decisions.md, "Package layout").
 """
 
 from ._base import SLOTS, Agent, CampaignClock, Context

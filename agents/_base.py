@@ -22,12 +22,13 @@ from __future__ import annotations
 import random
 import zlib
 from dataclasses import dataclass, field
-from typing import Any
-
 import anyio
-from loguru import logger
 
-from blackboard import Blackboard, KernelState, HypothesisState, Scenario, SubmissionState
+from blackboard import Blackboard, HypothesisState, KernelState, Scenario, SubmissionState
+from blackboard.records import MessageKind
+from evaluator import Backend, Task
+
+from .brain import Brain, BrainError, BrainUnavailable, BudgetExhausted
 
 SLOTS = 64
 SEED_PRIORITY = 1e6  # the seed is every prediction's baseline: first in the evaluation queue
@@ -60,9 +61,9 @@ class Context:
     scenario: Scenario
     clock: CampaignClock
     seed: int
-    backend: Any  # evaluator backend (evaluate / prescreen); only the critic and evaluator use it
-    task: Any  # evaluator.Task
-    brain: Any  # agents.brain.Brain
+    backend: Backend  # only the critic (pre-screen) and the evaluator agent use it
+    task: Task
+    brain: Brain
 
 
 @dataclass
@@ -74,10 +75,13 @@ class Agent:
     rank: int
     rng: random.Random = field(init=False)
 
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """The agent's loop, started by the campaign runner with ``task_group.start``."""
+        raise NotImplementedError
+
     def __post_init__(self) -> None:
         # zlib.crc32, not hash(): str hashes are salted per process.
         self.rng = random.Random(zlib.crc32(f"{self.ctx.seed}:{self.name}".encode()))
-        self.log = logger.bind(agent=self.name)
         self.retired = False  # set when the brain can no longer be asked (budget, an error that cannot heal)
         self.retired_why = ""
         self._failures = 0
@@ -89,8 +93,6 @@ class Agent:
         A spent budget or an error that cannot heal retires the agent (it stops asking; the work
         it already handed on continues). Any other failure counts towards a pause (module note).
         """
-        from .brain import BrainError, BrainUnavailable, BudgetExhausted
-
         await self.rest()
         try:
             answer = await call(view)
@@ -123,7 +125,7 @@ class Agent:
             pause, self._pause_due = self._pause_due, 0.0
             await self.think(pause)
 
-    def _retire(self, kind: str, text: str) -> None:
+    def _retire(self, kind: MessageKind, text: str) -> None:
         self.retired = True
         self.retired_why = text
         self.say(kind, text)
@@ -149,7 +151,7 @@ class Agent:
             await anyio.sleep(seconds)
         await self.act()
 
-    def say(self, kind: str, text: str, **ids: int | None) -> None:
+    def say(self, kind: MessageKind, text: str, **ids: int | None) -> None:
         self.board.say(agent=self.name, kind=kind, text=text, at=self.now(), **ids)
 
     def pending(self) -> int:
@@ -163,11 +165,3 @@ class Agent:
 def _hms(seconds: float) -> str:
     hours, rest = divmod(int(seconds), 3600)
     return f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
-
-
-def score(board: Blackboard, kernel_id: int) -> float | None:
-    """A kernel's score in us when its evaluation passed every check, else None."""
-    ev = board.evaluation_for(kernel_id)
-    if ev is None or ev.report.score_us is None or ev.report.outcome != "passed":
-        return None
-    return ev.report.score_us

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from blackboard import Blackboard, EvalReport, Kernel, ShapeResult
+from blackboard import Blackboard, EvalReport, Evaluation, Kernel, Outcome, ShapeResult
 
 from .brain import KernelView
 
 
 def kernel_view(board: Blackboard, kernel: Kernel) -> KernelView:
     ev = board.evaluation_for(kernel.id)
-    passed = ev is not None and ev.report.outcome == "passed"
+    report = ev.report if ev is not None and ev.report.outcome == Outcome.PASSED else None
     return KernelView(
         id=kernel.id, parent_id=kernel.parent_id, author=kernel.author, summary=kernel.summary,
-        score_us=ev.report.score_us if passed else None,
-        shape_us=[s.time_us for s in ev.report.shapes] if passed else [],
-        shape_notes=[shape_note(s) for s in ev.report.shapes] if passed else [])
+        score_us=report.score_us if report else None,
+        shape_us=[s.time_us for s in report.shapes] if report else [],
+        shape_notes=[shape_note(s) for s in report.shapes] if report else [])
 
 
 def shape_note(shape: ShapeResult) -> str:
@@ -39,7 +39,7 @@ def bounds_summary(report: EvalReport) -> str:
     text = f"host-bound on {len(host)} of {len(shapes)} shapes" + (f" ({', '.join(host[:4])}"
                                                                    f"{', ...' if len(host) > 4 else ''})" if host else "")
     if device:
-        far = min(device, key=lambda s: s.sol_fraction())
+        far = min(device, key=lambda s: s.sol_fraction() or 0.0)  # device: those with a fraction
         text += f"; farthest from the speed of light: {far.shape.label()} at {far.sol_fraction():.0%}"
     return text
 
@@ -49,3 +49,10 @@ def uplift(base_us: float | None, new_us: float | None) -> float | None:
     if not base_us or not new_us:
         return None
     return base_us / new_us - 1.0
+
+
+def observed_uplift(base: Evaluation | None, new: Evaluation | None) -> float | None:
+    """What a change did: the uplift of ``new`` over ``base``, both passed and timed, else None."""
+    if base is None or new is None:
+        return None
+    return uplift(base.report.passed_score(), new.report.passed_score())

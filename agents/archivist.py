@@ -11,7 +11,7 @@ import math
 
 import anyio
 
-from blackboard import Evaluation, KernelState, SelectionState
+from blackboard import Evaluation, KernelState, Outcome, SelectionState
 
 from ._base import Agent
 from ._views import bounds_summary, kernel_view, uplift
@@ -49,24 +49,27 @@ class Archivist(Agent):
         report = ev.report
         hyp = board.hypothesis(kernel.hypothesis_id) if kernel.hypothesis_id else None
         technique = hyp.technique if hyp else kernel.author
-        if report.outcome != "passed" or report.score_us is None:  # failed, or correct but untimed
-            verdict = "failed" if report.outcome != "passed" else "passed untimed"
+        score = report.passed_score()
+        if score is None:  # failed, or correct but untimed
+            verdict = "passed untimed" if report.outcome == Outcome.PASSED else "failed"
             text = f"kernel {kernel.id} ({kernel.summary or technique}) {verdict}: {report.reason}"
             board.add_finding(technique=technique, scope="all", uplift=-1.0, evidence=[ev.id],
                               text=text, at=self.now())
             self.say("finding", text, kernel_id=kernel.id)
             return
         base_ev = board.evaluation_for(hyp.base_id) if hyp else None
-        if hyp is None or base_ev is None or base_ev.report.score_us is None:
-            text = f"kernel {kernel.id} ({kernel.author}) scores {report.score_us:.1f} us ({report.provenance.label()})"
+        base_score = base_ev.report.passed_score() if base_ev else None
+        if hyp is None or base_score is None:
+            text = f"kernel {kernel.id} ({kernel.author}) scores {score:.1f} us ({report.provenance.label()})"
             if bounds := bounds_summary(report):
                 text += f"; {bounds}"
             board.add_finding(technique=technique, scope="all", uplift=0.0, evidence=[ev.id],
                               text=text, at=self.now())
             self.say("finding", text, kernel_id=kernel.id)
             return
-        overall = uplift(base_ev.report.score_us, report.score_us) or 0.0
+        overall = uplift(base_score, score) or 0.0
         groups: dict[str, list[float]] = {}
+        assert base_ev is not None  # it has a score
         for new, old in zip(report.shapes, base_ev.report.shapes):
             if new.time_us and old.time_us:
                 groups.setdefault(_group(new.shape), []).append(math.log(old.time_us / new.time_us))

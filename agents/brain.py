@@ -12,6 +12,9 @@ from typing import Protocol
 
 import msgspec
 
+from blackboard import Outcome
+from evaluator import RuleFinding
+
 Params = dict[str, int | float | str | bool]
 
 
@@ -95,8 +98,22 @@ class ReviewView(msgspec.Struct, frozen=True):
     min_uplift: float
     max_uplift: float
     innovation: float
-    static_findings: list[str]  # "reject: rule (line n): detail" / "warn: ..."
-    prescreen: str | None  # None when not run; else "passed" or the failure reason
+    static_findings: list[RuleFinding]
+    prescreen: Prescreen | None  # None when not run
+
+
+class Prescreen(msgspec.Struct, frozen=True):
+    """The cheap CPU pre-screen's outcome, as the reviewer sees it."""
+
+    outcome: Outcome
+    reason: str
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == Outcome.PASSED
+
+    def text(self) -> str:
+        return "passed" if self.passed else f"{self.outcome}: {self.reason}"
 
 
 # ---- answers ---------------------------------------------------------------------------------
@@ -136,7 +153,10 @@ class Critique(msgspec.Struct, frozen=True):
 
 
 class Brain(Protocol):
-    name: str
+    @property
+    def name(self) -> str:
+        """Which brain answers: "offline", "anthropic", "openai-compatible" or "replay"."""
+        ...
 
     async def select(self, view: SelectionView) -> Choice: ...
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import anyio
 
-from blackboard import HypothesisState, Kernel, KernelState, Outcome, Verdict
+from blackboard import HypothesisState, Kernel, KernelState, Outcome, SubmissionState, Verdict
 from evaluator import static_findings
 
 from ._base import SEED_PRIORITY, Agent
-from ._views import uplift
-from .brain import Critique, ReviewView
+from ._views import observed_uplift
+from .brain import Critique, Prescreen, ReviewView
 
 
 
@@ -48,15 +48,16 @@ class Critic(Agent):
         board = self.board
         hyp = board.hypothesis(kernel.hypothesis_id) if kernel.hypothesis_id else None
         base = board.kernel(kernel.parent_id) if kernel.parent_id else None
-        findings = [f"{f.severity}: {f.rule} (line {f.line}): {f.detail}" for f in static_findings(kernel.source, own_kernel=self.ctx.scenario.evaluator.own_kernel)]
+        findings = static_findings(kernel.source, own_kernel=self.ctx.scenario.evaluator.own_kernel)
+        rejected = any(f.rejects for f in findings)
         twins = [k for k in board.kernels_with_hash(kernel.source_hash)
                  if k.id != kernel.id and k.state != KernelState.REJECTED]
         prescreen = None
         # The seed is the task's own submission and every prediction's baseline: never pre-screened.
         screen = self.ctx.scenario.agents.prescreen and hyp is not None
-        if not any(f.startswith("reject") for f in findings) and not twins and screen:
+        if not rejected and not twins and screen:
             report = await self.ctx.backend.prescreen(kernel.source)
-            prescreen = "passed" if report.outcome == "passed" else f"{report.outcome}: {report.reason}"
+            prescreen = Prescreen(outcome=report.outcome, reason=report.reason)
         view = ReviewView(source=kernel.source, base_source=base.source if base else None,
                           plan=hyp.plan if hyp else None,
                           min_uplift=hyp.min_uplift if hyp else 0.0, max_uplift=hyp.max_uplift if hyp else 0.0,
@@ -70,7 +71,7 @@ class Critic(Agent):
         approve, reasons, value = critique.approve, list(critique.reasons), critique.expected_value
         if twins:  # evaluations are scarce: never spend one on a kernel already queued or measured
             approve, reasons = False, [f"identical to kernel {twins[0].id}"]
-        if any(f.startswith("reject") for f in findings) or prescreen not in (None, "passed"):
+        if rejected or (prescreen is not None and not prescreen.passed):
             approve = False  # the rules and the pre-screen bind whatever the brain thinks
         if hyp is None and approve:
             value = SEED_PRIORITY
@@ -78,7 +79,7 @@ class Critic(Agent):
         board.review(kernel_id=kernel.id, reviewer=self.name, approved=approve, reasons=reasons,
                      at=self.now(), expected_value=value)
         if approve:
-            queued = len(board.submissions("queued"))
+            queued = len(board.submissions(SubmissionState.QUEUED))
             priority = "first" if value == SEED_PRIORITY else f"with expected value {value:+.3f}"
             self.say("review", f"kernel {kernel.id} approved, queued {priority} "
                      f"({queued} in queue): " + "; ".join(reasons), kernel_id=kernel.id,
@@ -107,9 +108,7 @@ class Critic(Agent):
         else:
             ev = board.evaluation_for(kernel.id)
             base_ev = board.evaluation_for(hyp.base_id)
-            observed = None
-            if ev and ev.report.outcome == "passed" and base_ev and base_ev.report.score_us:
-                observed = uplift(base_ev.report.score_us, ev.report.score_us)
+            observed = observed_uplift(base_ev, ev)
             if ev is not None and ev.report.outcome == Outcome.COMPILE_ERROR:
                 verdict, why = Verdict.BUILD_FAILED, f"the kernel did not compile: {ev.report.reason}"
             elif observed is None:

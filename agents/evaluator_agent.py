@@ -15,7 +15,7 @@ import zlib
 
 import anyio
 
-from blackboard import EvalReport, Submission, metrics
+from blackboard import EvalReport, Submission, SubmissionState, metrics
 
 from ._base import SEED_PRIORITY, Agent
 
@@ -63,7 +63,7 @@ class EvaluatorAgent(Agent):
         board = self.board
         kernel = board.kernel(sub.kernel_id)
         started = self.now()
-        waiting = len(board.submissions("queued"))
+        waiting = len(board.submissions(SubmissionState.QUEUED))
         why = ("the seed baseline" if sub.expected_value >= SEED_PRIORITY
                else f"expected value {sub.expected_value:+.3f}")
         board.say(agent=self.name, kind="queue", at=started, kernel_id=kernel.id,

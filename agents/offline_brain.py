@@ -42,7 +42,7 @@ class OfflineBrain:
 
     # ---- archivist: base and reference ----------------------------------------------------
     async def select(self, view: SelectionView) -> Choice:
-        ranked = sorted((k for k in view.kernels if k.score_us is not None), key=lambda k: k.score_us)
+        ranked = sorted((k for k in view.kernels if k.score_us is not None), key=lambda k: k.score_us or 0.0)
         fresh = [k for k in ranked if k.id not in view.exhausted] or ranked
         base = fresh[0]
         why = f"best open kernel ({base.score_us:.1f} us)"
@@ -141,15 +141,15 @@ class OfflineBrain:
 
     # ---- critic: approve or send back -------------------------------------------------------
     async def review(self, view: ReviewView) -> Critique:
-        reasons = [f for f in view.static_findings if f.startswith("reject")]
-        if view.prescreen not in (None, "passed"):
-            reasons.append(f"CPU pre-screen failed: {view.prescreen}")
+        reasons = [f.text() for f in view.static_findings if f.rejects]
+        if view.prescreen is not None and not view.prescreen.passed:
+            reasons.append(f"CPU pre-screen failed: {view.prescreen.text()}")
         if view.base_source is not None and view.source.strip() == view.base_source.strip():
             reasons.append("the source is identical to its base")
         if reasons:
             return Critique(approve=False, reasons=reasons, expected_value=0.0)
         # The queue is ordered by expected gain plus a price for what an experiment teaches.
         value = (view.min_uplift + view.max_uplift) / 2 + 0.05 * view.innovation
-        notes = [f for f in view.static_findings if f.startswith("warn")]
+        notes = [f.text() for f in view.static_findings if not f.rejects]
         return Critique(approve=True, reasons=notes or ["plan followed; static rules and pre-screen clean"],
                         expected_value=round(value, 5))

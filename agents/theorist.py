@@ -15,7 +15,7 @@ from blackboard import LEARNED, Hypothesis, HypothesisState, SelectionState, Ver
 
 from ._base import Agent
 from ._calibration import calibrate
-from ._views import kernel_view, uplift
+from ._views import kernel_view, observed_uplift
 from .brain import DesignView, TrialView
 
 
@@ -41,9 +41,7 @@ class Theorist(Agent):
                 continue
             base_ev = board.evaluation_for(hyp.base_id)
             new_ev = board.evaluation_for(hyp.kernel_id) if hyp.kernel_id else None
-            observed = None
-            if base_ev and new_ev and new_ev.report.outcome == "passed":
-                observed = uplift(base_ev.report.score_us, new_ev.report.score_us)
+            observed = observed_uplift(base_ev, new_ev)
             out.append(TrialView(base_id=hyp.base_id, technique=hyp.technique, label=hyp.label,
                                  observed_uplift=observed, verdict=hyp.verdict))
         # Trials measured by the user's earlier campaigns (run --learn-from): evidence about a

@@ -13,7 +13,7 @@ Choices, and why:
   per evaluation, a few milliseconds against minutes of hardware time.
 - Every write is one short ``BEGIN IMMEDIATE`` transaction: ``busy_timeout`` does not cover a read
   that upgrades to a write inside a deferred transaction, while an immediate one waits properly
-  for the writer lock (facts/stack-notes.md).
+  for the writer lock (docs/stack-pitfalls.md).
 - Calls are synchronous and run inline on the event loop's thread. They take microseconds to a few
   milliseconds, and keeping them off worker threads is what lets a campaign run on trio's
   MockClock (a task awaiting a thread counts as idle and the virtual clock would jump). The same
@@ -35,7 +35,7 @@ from __future__ import annotations
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 SCHEMA_VERSION = 3
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -132,7 +132,7 @@ def inspect(path: Path) -> int:
         raise BlackboardError(f"{path}: not an SQLite file, so not a kernel-scientist blackboard")
     conn, _ = _open_readonly(path)
     try:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
         tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except sqlite3.DatabaseError as exc:
         raise BlackboardError(f"{path}: not a usable SQLite file ({exc})") from exc

@@ -10,7 +10,8 @@ cannot drift from the Structs. Ranges come from the ``msgspec.Meta`` annotations
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 import msgspec
 from msgspec import inspect as mi
@@ -49,7 +50,7 @@ def describe(value: Any, kind: bool = True) -> str:
 
 def keys(struct: type) -> Iterator[tuple[str, mi.Type, Any]]:
     """(dotted key, type, default) for every leaf key of a config Struct, in declaration order."""
-    def walk(info: mi.StructType, prefix: str):
+    def walk(info: mi.StructType, prefix: str) -> Iterator[tuple[str, mi.Type, Any]]:
         for f in info.fields:
             key = f"{prefix}{f.encode_name}"
             if isinstance(f.type, mi.StructType):
@@ -57,7 +58,9 @@ def keys(struct: type) -> Iterator[tuple[str, mi.Type, Any]]:
             else:
                 yield key, f.type, f.default
 
-    yield from walk(mi.type_info(struct), "")
+    info = mi.type_info(struct)
+    assert isinstance(info, mi.StructType), f"{struct} is not a Struct"
+    yield from walk(info, "")
 
 
 def field_type(struct: type, dotted: str) -> mi.Type | None:
@@ -73,7 +76,7 @@ def field_type(struct: type, dotted: str) -> mi.Type | None:
     return info
 
 
-def lookup(tree: dict, dotted: str) -> Any:
+def lookup(tree: dict[str, Any], dotted: str) -> Any:
     node: Any = tree
     for part in dotted.split("."):
         if not isinstance(node, dict) or part not in node:
@@ -82,7 +85,7 @@ def lookup(tree: dict, dotted: str) -> Any:
     return node
 
 
-def explain(struct: type, tree: dict, message: str) -> str:
+def explain(struct: type, tree: dict[str, Any], message: str) -> str:
     """msgspec's validation ``message`` for ``tree`` (the decoded TOML with overrides applied)
     in the user's terms: the key, what it accepts, what it got."""
     text, sep, where = message.partition(" - at `$")

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import time
 from pathlib import Path
-from typing import Any, Iterable, TypeVar
+from typing import Any, TypeVar
+from collections.abc import Iterable
 
 import anyio
 import msgspec
@@ -23,7 +25,7 @@ import msgspec
 from . import _db
 from .records import (
     Campaign, Evaluation, EvalReport, Finding, Hypothesis, HypothesisState, Kernel, KernelState,
-    LLMCall, Message, Outcome, Review, RunSegment, Selection, SelectionState, Submission, SubmissionState,
+    LLMCall, Message, MessageKind, Outcome, Review, RunSegment, Selection, SelectionState, Submission, SubmissionState,
 )
 
 T = TypeVar("T", bound=msgspec.Struct)
@@ -77,7 +79,7 @@ class Blackboard:
         finally:
             dest.close()
 
-    def __enter__(self) -> "Blackboard":
+    def __enter__(self) -> Blackboard:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -102,7 +104,7 @@ class Blackboard:
 
     # ---- generic row access ----------------------------------------------------------------
     def _next_id(self, table: str) -> int:
-        return self._conn.execute(f"SELECT coalesce(max(id), 0) + 1 FROM {table}").fetchone()[0]
+        return int(self._conn.execute(f"SELECT coalesce(max(id), 0) + 1 FROM {table}").fetchone()[0])
 
     def _rows(self, cls: type[T], sql: str, args: Iterable[Any] = ()) -> list[T]:
         return [msgspec.json.decode(body, type=cls) for (body,) in self._conn.execute(sql, tuple(args))]
@@ -114,9 +116,13 @@ class Blackboard:
         return rows[0]
 
     # ---- campaign ------------------------------------------------------------------------
-    def campaign(self) -> Campaign | None:
+    def campaign(self) -> Campaign:
+        """The campaign this file holds; a BlackboardError for a file that holds none (a run
+        whose start failed before the campaign was recorded)."""
         rows = self._rows(Campaign, "SELECT body FROM campaign")
-        return rows[0] if rows else None
+        if not rows:
+            raise _db.BlackboardError(f"{self.path}: holds no campaign (was it created by `kernel-scientist run`?)")
+        return rows[0]
 
     def create_campaign(self, campaign: Campaign) -> None:
         with _db.write(self._conn) as c:
@@ -288,17 +294,22 @@ class Blackboard:
         return self._rows(Submission, f"SELECT body FROM submission WHERE state IN ({marks}) "
                           "ORDER BY expected_value DESC, id", states)
 
+    def _put_submission_tx(self, sub: Submission, **changes: Any) -> Submission:
+        """Write ``sub`` with ``changes`` (inside the caller's write transaction)."""
+        sub = msgspec.structs.replace(sub, **changes)
+        self._conn.execute("UPDATE submission SET state = ?, body = ? WHERE id = ?",
+                           (sub.state, _encode(sub), sub.id))
+        return sub
+
     def lease_submission(self, owner: str, now: float, lease_s: float) -> Submission | None:
         """Claim the queued submission of highest expected value and mark its kernel evaluating."""
-        with _db.write(self._conn) as c:
+        with _db.write(self._conn):
             queued = self.submissions(SubmissionState.QUEUED)
             if not queued:
                 return None
-            sub = msgspec.structs.replace(queued[0], state=SubmissionState.LEASED, lease_owner=owner,
+            sub = self._put_submission_tx(queued[0], state=SubmissionState.LEASED, lease_owner=owner,
                                           lease_until=now + lease_s, attempts=queued[0].attempts + 1,
                                           starts=[*queued[0].starts, now])
-            c.execute("UPDATE submission SET state = ?, body = ? WHERE id = ?",
-                      (sub.state, _encode(sub), sub.id))
             self._set_kernel_state_tx(sub.kernel_id, (KernelState.QUEUED,), KernelState.EVALUATING)
         self._notify("submission", "kernel")
         return sub
@@ -307,13 +318,11 @@ class Blackboard:
         """Return leased submissions and claimed hypotheses to their queues: all of them (a resumed
         campaign: the process that held them is gone) or those whose lease ended before ``now``."""
         count = 0
-        with _db.write(self._conn) as c:
+        with _db.write(self._conn):
             for sub in self.submissions(SubmissionState.LEASED):
                 if now is None or (sub.lease_until or 0) <= now:
-                    sub = msgspec.structs.replace(sub, state=SubmissionState.QUEUED, lease_owner=None,
-                                                  lease_until=None)
-                    c.execute("UPDATE submission SET state = ?, body = ? WHERE id = ?",
-                              (sub.state, _encode(sub), sub.id))
+                    self._put_submission_tx(sub, state=SubmissionState.QUEUED, lease_owner=None,
+                                            lease_until=None)
                     self._set_kernel_state_tx(sub.kernel_id, (KernelState.EVALUATING,), KernelState.QUEUED)
                     count += 1
             for hyp in self.hypotheses(HypothesisState.CLAIMED):
@@ -340,15 +349,13 @@ class Blackboard:
                             report=report)
             c.execute("INSERT INTO evaluation (id, kernel_id, submission_id, body) VALUES (?, ?, ?, ?)",
                       (ev.id, ev.kernel_id, ev.submission_id, _encode(ev)))
-            done = msgspec.structs.replace(sub, state=SubmissionState.DONE)
-            c.execute("UPDATE submission SET state = ?, body = ? WHERE id = ?",
-                      (done.state, _encode(done), sub.id))
+            self._put_submission_tx(sub, state=SubmissionState.DONE)
             to = KernelState.EVALUATED if report.outcome == Outcome.PASSED else KernelState.FAILED
             self._set_kernel_state_tx(sub.kernel_id, (KernelState.EVALUATING,), to)
         self._notify("evaluation", "submission", "kernel")
         return ev
 
-    def _decoded_evaluations(self, sql: str, args: tuple = ()) -> list[Evaluation]:
+    def _decoded_evaluations(self, sql: str, args: tuple[int, ...] = ()) -> list[Evaluation]:
         out = []
         for id, body in self._conn.execute(sql, args):
             ev = self._evaluations.get(id)
@@ -370,11 +377,11 @@ class Blackboard:
         return sorted(t for sub in self.submissions() for t in sub.starts)
 
     # ---- conversation and findings ---------------------------------------------------------
-    def say(self, *, agent: str, kind: str, text: str, at: float, kernel_id: int | None = None,
+    def say(self, *, agent: str, kind: MessageKind, text: str, at: float, kernel_id: int | None = None,
             hypothesis_id: int | None = None) -> Message:
         with _db.write(self._conn) as c:
             msg = Message(id=self._next_id("message"), at=at, agent=agent, kind=kind, text=text,
-                          kernel_id=kernel_id, hypothesis_id=hypothesis_id)  # type: ignore[arg-type]
+                          kernel_id=kernel_id, hypothesis_id=hypothesis_id)
             c.execute("INSERT INTO message (id, agent, kind, body) VALUES (?, ?, ?, ?)",
                       (msg.id, agent, kind, _encode(msg)))
         # Listeners run after the commit: a line on the console or in the JSONL log is a promise
@@ -447,6 +454,15 @@ class Blackboard:
             self._generation += 1
         return self._generation, self._conn.execute("PRAGMA data_version").fetchone()[0]
 
+    def wait_commit(self, since: tuple[int, int], poll_s: float) -> tuple[int, int]:
+        """Block until another process has committed since ``since`` (a ``data_version()``), looking
+        every ``poll_s`` seconds, and return the new version. For following a campaign from
+        outside (``logs --follow``, ``watch``): the writer is another process, so nothing can
+        notify this one, and sleeping between looks keeps the follower off the CPU."""
+        while (current := self.data_version()) == since:
+            time.sleep(poll_s)
+        return current
+
 
 def open_existing(path: str | Path, *, writable: bool = False) -> Blackboard:
     """Open a blackboard that must already hold a campaign: read-only (status, logs, watch, export,
@@ -455,10 +471,14 @@ def open_existing(path: str | Path, *, writable: bool = False) -> Blackboard:
     _db.inspect(p)  # a foreign, empty or missing file is refused before anything touches it
     try:
         board = Blackboard(p, readonly=not writable)
-        campaign = board.campaign()
     except sqlite3.DatabaseError as exc:
         raise _db.BlackboardError(f"{p}: not a kernel-scientist blackboard ({exc})") from exc
-    if campaign is None:
+    try:
+        board.campaign()
+    except sqlite3.DatabaseError as exc:
         board.close()
-        raise _db.BlackboardError(f"{p}: holds no campaign (was it created by `kernel-scientist run`?)")
+        raise _db.BlackboardError(f"{p}: not a kernel-scientist blackboard ({exc})") from exc
+    except _db.BlackboardError:
+        board.close()
+        raise
     return board

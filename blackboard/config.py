@@ -8,6 +8,7 @@ can never silently fall back to a default.
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -26,7 +27,7 @@ class _Strict(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=T
     pass
 
 
-class CampaignConfig(_Strict):
+class CampaignConfig(_Strict, frozen=True):
     name: str = "campaign"
     # A problem folder in GPU MODE format, relative to the scenario file (or absolute).
     task: str = "../evaluator/tasks/amd_fp8_mm"
@@ -38,7 +39,7 @@ class CampaignConfig(_Strict):
     out_dir: str = "runs"
 
 
-class LatencyConfig(_Strict):
+class LatencyConfig(_Strict, frozen=True):
     """Modeled thinking time per step, in campaign seconds (an LLM call takes minutes, not zero)."""
 
     archivist: Annotated[float, msgspec.Meta(ge=0)] = 60.0
@@ -47,7 +48,7 @@ class LatencyConfig(_Strict):
     critic: Annotated[float, msgspec.Meta(ge=0)] = 90.0
 
 
-class AgentsConfig(_Strict):
+class AgentsConfig(_Strict, frozen=True):
     # offline: the embedded heuristics (no network). anthropic / openai-compatible: a language
     # model, configured in [llm]. replay: the answers recorded on another blackboard (llm.replay_from).
     brain: Literal["offline", "anthropic", "openai-compatible", "replay"] = "offline"
@@ -65,7 +66,7 @@ class AgentsConfig(_Strict):
 NonNegative = Annotated[float, msgspec.Meta(ge=0)]
 
 
-class RoleConfig(_Strict):
+class RoleConfig(_Strict, frozen=True):
     """One role's model settings; an empty ``model`` means ``llm.model``."""
 
     model: str = ""
@@ -76,7 +77,7 @@ class RoleConfig(_Strict):
     concurrency: Annotated[int, msgspec.Meta(ge=1, le=64)] = 2  # this role's calls in flight at once
 
 
-class PriceConfig(_Strict):
+class PriceConfig(_Strict, frozen=True):
     """USD per million tokens (defaults: Claude Sonnet list prices; set 0 for a local server)."""
 
     input: NonNegative = 3.0
@@ -85,7 +86,7 @@ class PriceConfig(_Strict):
     cache_read: NonNegative = 0.30
 
 
-class LLMConfig(_Strict):
+class LLMConfig(_Strict, frozen=True):
     """The language-model brains (``agents.brain`` = anthropic, openai-compatible or replay)."""
 
     model: str = "claude-sonnet-4-6"
@@ -123,7 +124,7 @@ class LLMConfig(_Strict):
         return getattr(self, role).max_tokens or self.ROLE_MAX_TOKENS[role]
 
 
-class EvaluatorConfig(_Strict):
+class EvaluatorConfig(_Strict, frozen=True):
     # simulated: CPU correctness + analytic timing model, virtual time. local: this machine's GPUs.
     # ray: the GPUs of a Ray cluster (docs/ray.md), each evaluation a Ray task on some GPU host.
     backend: Literal["simulated", "local", "ray"] = "simulated"
@@ -149,7 +150,7 @@ class EvaluatorConfig(_Strict):
     own_kernel: bool = True
 
 
-class Scenario(_Strict):
+class Scenario(_Strict, frozen=True):
     campaign: CampaignConfig = CampaignConfig()
     agents: AgentsConfig = AgentsConfig()
     evaluator: EvaluatorConfig = EvaluatorConfig()
@@ -204,7 +205,7 @@ def parse_overrides(pairs: list[str], origin: str) -> list[tuple[str, str]]:
     return out
 
 
-def load_scenario(path: str | Path, overrides: list[str] = ()) -> Scenario:
+def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
     """Read a scenario file and apply ``key=value`` overrides. Raises ScenarioError."""
     path = Path(path)
     try:

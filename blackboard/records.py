@@ -8,7 +8,7 @@ Nothing in this module imports anything else of ours (the blackboard is the bott
 from __future__ import annotations
 
 import enum
-from typing import Literal
+from typing import Literal, cast
 
 import msgspec
 
@@ -81,11 +81,13 @@ class Shape(msgspec.Struct, frozen=True):
     args: tuple[tuple[str, Arg], ...] = ()
 
     @classmethod
-    def of(cls, kwargs: dict[str, Arg]) -> "Shape":
+    def of(cls, kwargs: dict[str, Arg]) -> Shape:
         """From one ``tests:``/``benchmarks:`` entry of task.yml."""
         rest = {k: v for k, v in kwargs.items() if k not in ("m", "n", "k", "seed")}
         seed = kwargs.get("seed", 0)
-        return cls(m=kwargs.get("m"), n=kwargs.get("n"), k=kwargs.get("k"),
+        # task.yml gives m, n, k as whole numbers
+        m, n, k = (cast("int | None", kwargs.get(name)) for name in ("m", "n", "k"))
+        return cls(m=m, n=n, k=k,
                    seed=seed if isinstance(seed, int) else 0, args=tuple(rest.items()))
 
     def kwargs(self) -> dict[str, Arg]:
@@ -97,6 +99,12 @@ class Shape(msgspec.Struct, frozen=True):
         """Exactly a matrix product's m, n, k (and seed)."""
         return None not in (self.m, self.n, self.k) and not self.args
 
+    def mnk(self) -> tuple[int, int, int]:
+        """A matrix product's (m, n, k); a ValueError for a shape that has none (see ``is_mnk``)."""
+        if self.m is None or self.n is None or self.k is None:
+            raise ValueError(f"shape {self.label()} is not a matrix product's m, n, k")
+        return self.m, self.n, self.k
+
     def work(self) -> int:
         """A size proxy for ordering shapes (which test is the smallest): the product of the
         positive integer arguments, seed apart."""
@@ -106,7 +114,7 @@ class Shape(msgspec.Struct, frozen=True):
                 out *= v
         return out
 
-    def with_seed(self, seed: int) -> "Shape":
+    def with_seed(self, seed: int) -> Shape:
         return msgspec.structs.replace(self, seed=seed)
 
     def label(self) -> str:
@@ -194,12 +202,11 @@ class EvalReport(msgspec.Struct, frozen=True):
     checked_shapes: list[Shape] = []  # shapes the correctness check ran on
     duration_s: float = 0.0
 
-
-class ScenarioRecord(msgspec.Struct, frozen=True):
-    """The campaign's scenario, stored as the TOML-decoded config encoded to JSON."""
-
-    name: str
-    config_json: str
+    def passed_score(self) -> float | None:
+        """The score in us when the candidate passed every check and was timed; None when it
+        failed, or passed but could not be timed (``reason`` says why). The one definition of "a
+        kernel with a score": rankings, uplifts and plots all ask this."""
+        return self.score_us if self.outcome == Outcome.PASSED else None
 
 
 class RunSegment(msgspec.Struct, frozen=True):
@@ -227,6 +234,9 @@ class Campaign(msgspec.Struct, frozen=True):
     segments: list[RunSegment] = []  # every run's limits; empty in files written before they were kept
 
 
+SEED_AUTHOR = "seed"  # Kernel.author of the kernel a campaign starts from
+
+
 class Kernel(msgspec.Struct, frozen=True):
     id: int
     source: str
@@ -238,6 +248,10 @@ class Kernel(msgspec.Struct, frozen=True):
     reference_id: int | None = None
     hypothesis_id: int | None = None
     summary: str = ""
+
+    def is_seed(self) -> bool:
+        """The campaign's starting kernel (the user's submission), every speed-up's baseline."""
+        return self.author == SEED_AUTHOR
 
 
 class SelectionState(enum.StrEnum):
@@ -312,9 +326,11 @@ class Evaluation(msgspec.Struct, frozen=True):
     report: EvalReport
 
 
+# "closing" is the runner's last word when a campaign reaches its end: the campaign is over while
+# it is the latest message (a resume that extends the campaign writes after it).
 MessageKind = Literal[
     "info", "selection", "avenues", "plan", "choice", "kernel", "review", "queue", "evaluation",
-    "verdict", "finding", "warning", "error", "llm",
+    "verdict", "finding", "warning", "error", "llm", "closing",
 ]
 
 

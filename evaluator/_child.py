@@ -17,7 +17,7 @@ space (CPU only: RLIMIT_AS would break CUDA), then:
 5. writes one msgpack ``ChildResult`` to ``.result`` and exits with ``os._exit``.
 
 The verdict is not computed here: the parent regenerates the inputs, runs the reference and judges
-the bytes, out of the candidate's reach (facts/evaluation-attacks.md).
+the bytes, out of the candidate's reach (docs/evaluator-attacks.md).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def preload() -> None:
         torch.randn((4, 4), dtype=torch.bfloat16).to(torch.float8_e4m3fn).T.contiguous()
 
 
-def _one_line(text: str, limit: int = 400) -> str:
+def _one_line(text: object, limit: int = 400) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -76,8 +76,10 @@ def _where(exc: BaseException) -> str:
     if exc.__cause__ is not None and exc.__cause__.__traceback__ is not None:
         frames += traceback.extract_tb(exc.__cause__.__traceback__)
     mine = [f for f in frames if f.filename.endswith("submission.py")]
-    f = (mine or frames or [None])[-1]
-    return f" (submission.py line {f.lineno}, in {f.name})" if f and mine else (f" ({Path(f.filename).name}:{f.lineno})" if f else "")
+    if not frames:
+        return ""
+    f = (mine or frames)[-1]
+    return f" (submission.py line {f.lineno}, in {f.name})" if mine else f" ({Path(f.filename).name}:{f.lineno})"
 
 
 def _classify(exc: BaseException, phase: str) -> ChildResult:
@@ -171,7 +173,7 @@ def _work(req: ChildRequest, workdir: Path) -> ChildResult:
     import torch
 
     torch.set_num_threads(1)
-    phase = "input generation"
+    phase = _Phase("input generation")
     ref = import_reference(req.modules)
     checks_in = [(s, generate_input(ref, s, "cpu")) for s in req.check]
     bench_in = [(s, meta_inputs(ref, s)) for s in req.bench]
@@ -183,67 +185,95 @@ def _work(req: ChildRequest, workdir: Path) -> ChildResult:
     isolate_candidate(req.modules, workdir)
 
     try:
-        phase = "import"
+        phase.now = "import"
         fn = import_submission(req.source, workdir)
         if fn is None:
             return ChildResult("compile_error", "submission defines no custom_kernel(data) function")
         checks: list[CheckOutput] = []
         real_launches: list[Launch] = []
         for i, (shape, data) in enumerate(checks_in):
-            phase = f"the correctness run on {shape.label()}"
+            phase.now = f"the correctness run on {shape.label()}"
             got = _check_one(fn, shape, data, req, real_launches if i == probe else None)
             if isinstance(got, ChildResult):
                 return got
             checks.append(got)
         unrecordable = None  # why the calls cannot run on meta tensors: then nothing is timed
-        if probe_in is not None:
-            phase = f"launch capture on meta tensors ({req.check[probe].label()})"
-            probed: list[Launch] = []
-            try:
-                with capture_launches(probed, [], choose=lambda opts: 0):  # execute=True runs configs[0] too
-                    fn(probe_in)
-            except (NotImplementedError, RuntimeError) as exc:
-                if not _no_meta_kernel(exc):
-                    raise
-                unrecordable = f"{type(exc).__name__}: {_one_line(exc, 200)}"
-            if unrecordable is None and _launch_plan(probed) != _launch_plan(real_launches):
-                return ChildResult("rejected", f"rule meta_consistency: on {req.check[probe].label()} the launches recorded "
-                                   f"on meta inputs ({len(probed)}: {_one_line(_launch_plan(probed), 160)}) differ from "
-                                   f"the checked run's ({len(real_launches)}: {_one_line(_launch_plan(real_launches), 160)}); "
-                                   "launch the same work whatever the device")
+        if probe is not None and probe_in is not None:
+            probed = _probe_on_meta(fn, req.check[probe], probe_in, real_launches, phase)
+            if isinstance(probed, ChildResult):
+                return probed
+            unrecordable = probed
         captures: list[Capture] = []
         if req.mode == "evaluate":
-            from evaluator._devices import DEVICES
-            from evaluator._model import launches_time_us
-
-            device = DEVICES[req.device]
-            for shape, data in bench_in:
-                if unrecordable is not None:
-                    captures.append(Capture(shape=shape, untimed=unrecordable))
-                    continue
-                phase = f"launch capture on meta tensors ({shape.label()})"
-                launches: list[Launch] = []
-                ops: list[TorchOp] = []
-                try:
-                    with _platform(device), capture_launches(launches, ops, choose=lambda opts, s=shape: min(
-                            range(len(opts)), key=lambda i: launches_time_us(opts[i], s, device))):
-                        fn(data)
-                except (NotImplementedError, RuntimeError) as exc:
-                    if not _no_meta_kernel(exc):
-                        raise
-                    captures.append(Capture(shape=shape, untimed=f"{type(exc).__name__}: {_one_line(exc, 200)}"))
-                    continue
-                captures.append(Capture(shape=shape, launches=launches, torch_ops=ops))
+            captures = _capture_ranked(fn, bench_in, req.device, unrecordable, phase)
             if probe is not None:  # re-check after capture: correct during the checks, wrong later is caught
                 shape, data = checks_in[recheck_index(req.check)]
-                phase = f"the re-check on {shape.label()} after launch capture"
+                phase.now = f"the re-check on {shape.label()} after launch capture"
                 got = _check_one(fn, shape, data, req)
                 if isinstance(got, ChildResult):
                     return got
                 checks.append(got)
         return ChildResult("ok", checks=checks, captures=captures)
     except BaseException as exc:  # the candidate may raise anything, SystemExit included
-        return _classify(exc, phase)
+        return _classify(exc, phase.now)
+
+
+class _Phase:
+    """What the candidate's process is doing, named in the reason when the candidate fails."""
+
+    def __init__(self, now: str) -> None:
+        self.now = now
+
+
+def _probe_on_meta(fn, shape: Shape, data, real_launches: list[Launch], phase: _Phase) -> ChildResult | str | None:
+    """Run the first check shape again on meta inputs: its recorded launches must match the checked
+    run's, or the timing (recorded on meta) would be of work the checked run did not do. Returns a
+    rejection, or why the call cannot run on meta tensors (then nothing is timed), or None."""
+    phase.now = f"launch capture on meta tensors ({shape.label()})"
+    probed: list[Launch] = []
+    try:
+        with capture_launches(probed, [], choose=lambda opts: 0):  # execute=True runs configs[0] too
+            fn(data)
+    except (NotImplementedError, RuntimeError) as exc:
+        if not _no_meta_kernel(exc):
+            raise
+        return f"{type(exc).__name__}: {_one_line(exc, 200)}"
+    if _launch_plan(probed) != _launch_plan(real_launches):
+        return ChildResult("rejected", f"rule meta_consistency: on {shape.label()} the launches recorded "
+                           f"on meta inputs ({len(probed)}: {_one_line(_launch_plan(probed), 160)}) differ from "
+                           f"the checked run's ({len(real_launches)}: {_one_line(_launch_plan(real_launches), 160)}); "
+                           "launch the same work whatever the device")
+    return None
+
+
+def _capture_ranked(fn, bench_in: list, device_name: str, unrecordable: str | None, phase: _Phase) -> list[Capture]:
+    """Each ranked shape's launches, recorded on meta inputs for the timing model (autotuned
+    kernels take the config the model ranks fastest, as a real autotuner would)."""
+    from evaluator._devices import DEVICES
+    from evaluator._model import launches_time_us
+
+    device = DEVICES[device_name]
+    captures: list[Capture] = []
+    for shape, data in bench_in:
+        if unrecordable is not None:
+            captures.append(Capture(shape=shape, untimed=unrecordable))
+            continue
+        phase.now = f"launch capture on meta tensors ({shape.label()})"
+        launches: list[Launch] = []
+        ops: list[TorchOp] = []
+        def fastest(opts: list[list[Launch]], s: Shape = shape) -> int:  # what an autotuner would keep
+            return min(range(len(opts)), key=lambda i: launches_time_us(opts[i], s, device))
+
+        try:
+            with _platform(device), capture_launches(launches, ops, choose=fastest):
+                fn(data)
+        except (NotImplementedError, RuntimeError) as exc:
+            if not _no_meta_kernel(exc):
+                raise
+            captures.append(Capture(shape=shape, untimed=f"{type(exc).__name__}: {_one_line(exc, 200)}"))
+            continue
+        captures.append(Capture(shape=shape, launches=launches, torch_ops=ops))
+    return captures
 
 
 @contextlib.contextmanager
@@ -255,7 +285,7 @@ def _platform(device):
     import torch
 
     saved = torch.version.hip
-    if device.l2_domains > 1:  # MI300X's XCDs: the AMD spec
+    if device.vendor == "amd":
         torch.version.hip = "6.4.0 (simulated)"
     try:
         yield

@@ -1,10 +1,12 @@
 """Device specs for the analytic model, and the speed of light of one GEMM shape.
 
-Figures are public vendor numbers from facts/hardware.md unless noted; the efficiency constants
+Figures are public vendor numbers (docs/task-facts.md) unless noted; the efficiency constants
 that turn peaks into achievable rates live in ``_model`` with their reasons.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 import msgspec
 
@@ -32,30 +34,44 @@ class DeviceSpec(msgspec.Struct, frozen=True):
     max_waves_per_unit: int  # resident wavefronts/warps per CU/SM
     launch_us: float  # per kernel launch, host-to-completion floor
     fp8_full_precision_acc: bool  # MI300X accumulates fp8 MFMA in fp32; Hopper wgmma does not
+    vendor: Literal["amd", "nvidia"] = "nvidia"  # whose techniques apply (knowledge's catalogue per vendor)
 
+
+_H200 = DeviceSpec(
+    name="h200", label="NVIDIA H200 SXM", units=132, lanes=32, fp8_tflops=1979.0,
+    bf16_tflops=989.0, fp32_matrix_tflops=494.7, vector_fp32_tflops=67.0, hbm_tbps=4.8, l2_mb_per_domain=60.0,
+    l2_domains=1, l2_tbps=12.0, llc_mb=0.0, llc_tbps=0.0, smem_kb=227, regs_per_lane=255, reg_file_kb=256,
+    max_waves_per_unit=64, launch_us=3.0, fp8_full_precision_acc=False)
 
 DEVICES: dict[str, DeviceSpec] = {
     "mi300x": DeviceSpec(
         name="mi300x", label="AMD Instinct MI300X", units=304, lanes=64, fp8_tflops=2614.9,
         bf16_tflops=1307.4, fp32_matrix_tflops=163.4, vector_fp32_tflops=163.4, hbm_tbps=5.3, l2_mb_per_domain=4.0,
         l2_domains=8, l2_tbps=8 * 2.1 * 2048 / 1000, llc_mb=256.0, llc_tbps=17.0, smem_kb=64,
-        regs_per_lane=512, reg_file_kb=512, max_waves_per_unit=32, launch_us=4.0, fp8_full_precision_acc=True),
-    "h200": DeviceSpec(
-        name="h200", label="NVIDIA H200 SXM", units=132, lanes=32, fp8_tflops=1979.0,
-        bf16_tflops=989.0, fp32_matrix_tflops=494.7, vector_fp32_tflops=67.0, hbm_tbps=4.8, l2_mb_per_domain=60.0,
-        l2_domains=1, l2_tbps=12.0, llc_mb=0.0, llc_tbps=0.0, smem_kb=227, regs_per_lane=255, reg_file_kb=256,
-        max_waves_per_unit=64, launch_us=3.0, fp8_full_precision_acc=False),
-    "h100": DeviceSpec(
-        name="h100", label="NVIDIA H100 SXM", units=132, lanes=32, fp8_tflops=1979.0,
-        bf16_tflops=989.0, fp32_matrix_tflops=494.7, vector_fp32_tflops=67.0, hbm_tbps=3.35, l2_mb_per_domain=50.0,
-        l2_domains=1, l2_tbps=12.0, llc_mb=0.0, llc_tbps=0.0, smem_kb=227, regs_per_lane=255, reg_file_kb=256,
-        max_waves_per_unit=64, launch_us=3.0, fp8_full_precision_acc=False),
+        regs_per_lane=512, reg_file_kb=512, max_waves_per_unit=32, launch_us=4.0, fp8_full_precision_acc=True,
+        vendor="amd"),
+    "h200": _H200,
+    # The same Hopper chip with less and slower HBM and a smaller L2.
+    "h100": msgspec.structs.replace(_H200, name="h100", label="NVIDIA H100 SXM", hbm_tbps=3.35,
+                                    l2_mb_per_domain=50.0),
 }
+
+
+def spec_for(device_name: str) -> DeviceSpec:
+    """The spec of a GPU by the name its driver reports ("NVIDIA H200", "AMD Instinct MI300X"):
+    the one place a device name is read. An AMD GPU is modelled as the MI300X (the only AMD spec),
+    an unknown NVIDIA one as the H100."""
+    lowered = device_name.lower()
+    for key, markers in (("h200", ("h200",)), ("h100", ("h100",)), ("mi300x", ("amd", "instinct", "mi3"))):
+        if any(marker in lowered for marker in markers):
+            return DEVICES[key]
+    return DEVICES["h100"]
 
 
 def min_bytes(shape: Shape) -> int:
     """Compulsory traffic of the task: read fp8 a and b once, write bf16 c (the task's 2mn)."""
-    return shape.m * shape.k + shape.n * shape.k + 2 * shape.m * shape.n
+    m, n, k = shape.mnk()
+    return m * k + n * k + 2 * m * n
 
 
 def l2_flush_bytes(device: DeviceSpec) -> int:
@@ -67,5 +83,6 @@ def l2_flush_bytes(device: DeviceSpec) -> int:
 def speed_of_light_us(shape: Shape, device: DeviceSpec | str) -> float:
     """max(2mnk / fp8 peak, compulsory bytes / HBM bandwidth), as the task's own table does."""
     dev = DEVICES[device] if isinstance(device, str) else device
-    flops = 2 * shape.m * shape.n * shape.k
+    m, n, k = shape.mnk()
+    flops = 2 * m * n * k
     return max(flops / (dev.fp8_tflops * 1e6), min_bytes(shape) / (dev.hbm_tbps * 1e6))

@@ -6,7 +6,7 @@ mixed with its secret seed, so nothing secret is in the environment) and reads o
 from the result pipe, which this process writes together with the per-run token it was given.
 Output the candidate prints goes to stdout/stderr, which the parent truncates.
 
-The protocol, per the public harness hardened against facts/evaluation-attacks.md:
+The protocol, per the public harness hardened against docs/evaluator-attacks.md:
 - the reference module is loaded under a private name and removed from ``sys.modules`` before the
   candidate is imported; the candidate runs in its own temporary working directory, beside a copy
   of the task's ``task.py`` (submissions do ``from task import input_t``);
@@ -41,7 +41,7 @@ from evaluator._lifetime import die_with_parent
 from evaluator._rundir import generate_input, import_reference, import_submission, isolate_candidate
 from evaluator._task import check_failure, task_flops
 from evaluator._values import clone_data, modified_inputs, not_plain, prefill_output
-from evaluator._wire import GpuRequest, GpuResult, ShapeSamples
+from evaluator._wire import GpuRequest, GpuResult, GpuStatus, ShapeSamples
 
 
 def _versions() -> dict[str, str]:
@@ -191,7 +191,7 @@ def run(req: GpuRequest) -> GpuResult:
         where = next((f"{os.path.basename(fr.filename)}:{fr.lineno}" for fr in reversed(frames)
                       if fr.filename.endswith("submission.py")), "")
         text = " ".join(f"{type(exc).__name__}: {exc}".split())[:400]
-        kind = "compile_error" if "CompilationError" in type(exc).__name__ or phase == "import" else "crash"
+        kind: GpuStatus = "compile_error" if "CompilationError" in type(exc).__name__ or phase == "import" else "crash"
         return GpuResult(kind, f"{text} during {phase}{' at ' + where if where else ''}", device=device,
                          versions=versions)
 

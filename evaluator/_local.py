@@ -24,18 +24,18 @@ import sys
 import tempfile
 import time
 
+from typing import Literal
+
 import anyio
 import msgspec
 
 from blackboard.records import EvalReport, Outcome, Provenance, Shape, ShapeResult
-from evaluator._devices import DEVICES, DeviceSpec, l2_flush_bytes
+from evaluator._devices import DeviceSpec, l2_flush_bytes, spec_for
 from evaluator._rules import rule_verdict
-from evaluator._sandbox import scrubbed_env
+from evaluator._sandbox import last_output, scrubbed_env
 from evaluator._task import Task, mix_seed
-from evaluator._wire import GpuRequest, GpuResult
+from evaluator._wire import OUTCOME_OF, GpuRequest, GpuResult
 
-_STATUS = {"compile_error": Outcome.COMPILE_ERROR, "crash": Outcome.CRASH, "oom": Outcome.OUT_OF_MEMORY,
-           "rejected": Outcome.REJECTED_BY_RULE, "wrong_output": Outcome.WRONG_OUTPUT}
 _HOST_SLACK = 1.5  # host time beyond 1.5x the events (+ launch slack) means work the events missed
 _HOST_SLACK_US = 300.0
 CPU_DEVICE = "CPU (Triton interpreter, test mode)"  # the device name of the CPU mode's reports
@@ -69,21 +69,15 @@ def _smi(query: str) -> str:
         return ""
 
 
-def device_spec_for(name: str) -> str:
-    lowered = name.lower()
-    for key, marker in (("h200", "h200"), ("h100", "h100"), ("mi300x", "mi300")):
-        if marker in lowered:
-            return key
-    return "h100"
-
-
 class LocalBackend:
+    """Evaluate submissions on this machine's GPUs (the ``Backend`` protocol)."""
+
     name = "local"
     simulated = False
 
     def __init__(self, task: Task, timeout_s: float = 600.0, output_limit: int = 64_000,
                  max_calls: int = 100, shape_budget_s: float = 5.0, gpus: list[str] | None = None,
-                 device: str = "cuda", own_kernel: bool = False):
+                 device: Literal["cuda", "cpu"] = "cuda", own_kernel: bool = False) -> None:
         """``device="cpu"`` runs the same processes and protocol on the CPU under Triton's
         interpreter, timed by the host clock: every guarantee but the speed, for tests.
         ``own_kernel`` turns on the rules about what the kernel may call (a campaign's policy)."""
@@ -103,11 +97,11 @@ class LocalBackend:
         cpu = device == "cpu"
         self.device_name = CPU_DEVICE if cpu else (_smi("name") or "GPU")
         self.driver = "" if cpu else _smi("driver_version")
-        self.spec = DEVICES[device_spec_for(self.device_name)]
+        self.spec = spec_for(self.device_name)
         self._free = list(self.gpus)
         self._slots = anyio.Semaphore(len(self.gpus))
 
-    def __enter__(self) -> "LocalBackend":
+    def __enter__(self) -> LocalBackend:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -131,7 +125,7 @@ class LocalBackend:
         """Time the task's own PyTorch reference on the first GPU (the leaderboard's anchor)."""
         return self._evaluate_on(self.gpus[0], "", 0, 0, reference=True)
 
-    async def evaluate(self, source: str, *, submission_id: int, secret_seed: int) -> EvalReport:
+    async def evaluate(self, source: str, *, submission_id: int = 0, secret_seed: int = 0) -> EvalReport:
         rejected = rule_verdict(source, own_kernel=self.own_kernel)
         if rejected:
             return self.report(Outcome.REJECTED_BY_RULE, rejected, submission_id, secret_seed)
@@ -193,7 +187,7 @@ class LocalBackend:
     def _timed(self, result: GpuResult, submission_id: int, secret_seed: int, wall: float,
                where: Where | None = None, backend: str = "local", notes: str = "") -> EvalReport:
         where = where or self._here()
-        spec = DEVICES[device_spec_for(where.device)] if where.device != self.device_name else self.spec
+        spec = spec_for(where.device) if where.device != self.device_name else self.spec
         shapes = []
         for s in result.samples:
             sol = self.task.speed_of_light_us(s.shape, spec)
@@ -209,7 +203,7 @@ class LocalBackend:
             shapes.append(ShapeResult(shape=s.shape, passed=True, time_us=round(time_us, 3),
                                       sol_us=None if sol is None else round(sol, 3), flagged=flagged,
                                       host_us=host_work))
-        score = self.task.score([x.time_us for x in shapes])
+        score = self.task.score([us for x in shapes if (us := x.time_us) is not None])
         calls = sum(len(s.event_us) for s in result.samples)
         return self.report(Outcome.PASSED, f"passed {len(self.task.tests)} tests and {len(shapes)} ranked "
                             f"shapes ({calls} timed calls, each re-checked)", submission_id, secret_seed,

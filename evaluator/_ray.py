@@ -40,8 +40,8 @@ import anyio
 import msgspec
 
 from blackboard.records import EvalReport, Outcome
-from evaluator._devices import DEVICES, l2_flush_bytes
-from evaluator._local import CPU_DEVICE, HarnessRun, LocalBackend, Where, device_spec_for, run_harness
+from evaluator._devices import l2_flush_bytes, spec_for
+from evaluator._local import CPU_DEVICE, HarnessRun, LocalBackend, Where, run_harness
 from evaluator._rules import rule_verdict
 from evaluator._task import Task
 from evaluator._wire import GpuRequest
@@ -127,7 +127,7 @@ def evaluate_remote(job: bytes) -> bytes:
             with open(path, "w") as f:
                 f.write(text)
             modules[name] = path
-        flush = req.l2_flush_bytes if req.device == "cpu" else l2_flush_bytes(DEVICES[device_spec_for(where.device)])
+        flush = req.l2_flush_bytes if req.device == "cpu" else l2_flush_bytes(spec_for(where.device))
         req = msgspec.structs.replace(req, modules=modules, l2_flush_bytes=flush)
         run = run_harness(req, "" if req.device == "cpu" else _gpu(), decoded.timeout_s, decoded.output_limit)
     finally:

@@ -1,6 +1,6 @@
 """Static rules: patterns a submission may not contain, checked before anything runs.
 
-Each rule answers one attack from facts/evaluation-attacks.md. The check is an AST walk with import
+Each rule answers one attack from docs/evaluator-attacks.md. The check is an AST walk with import
 aliases resolved (``import os as o; o.environ`` is still ``os.environ``), not a text search, so
 comments and strings do not trip it and ordinary Triton code (``tl.dot``, ``.contiguous()``,
 ``torch.empty``, ``triton.cdiv``) passes. Static rules are a first gate, not a proof: the sandbox,
@@ -23,10 +23,21 @@ import msgspec
 
 
 class RuleFinding(msgspec.Struct, frozen=True):
+    """One static rule that matched: ``severity`` "reject" binds (the candidate is not evaluated),
+    "warn" is advice for the reviewer."""
+
     rule: str
     line: int
     detail: str
     severity: Literal["reject", "warn"]
+
+    @property
+    def rejects(self) -> bool:
+        return self.severity == "reject"
+
+    def text(self) -> str:
+        """The one line a reviewer (and a prompt) reads: "reject: rule (line n): detail"."""
+        return f"{self.severity}: {self.rule} (line {self.line}): {self.detail}"
 
 
 # rule -> (severity, dotted prefixes that trigger it, why/fix)
@@ -232,7 +243,7 @@ def static_findings(source: str, *, own_kernel: bool = True) -> list[RuleFinding
 
 def rule_verdict(source: str, *, own_kernel: bool = True) -> str | None:
     """The reason a submission is rejected before it runs ("rule X (line N): detail"), or None."""
-    rejects = [f for f in static_findings(source, own_kernel=own_kernel) if f.severity == "reject"]
+    rejects = [f for f in static_findings(source, own_kernel=own_kernel) if f.rejects]
     if not rejects:
         return None
     f = rejects[0]

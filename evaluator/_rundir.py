@@ -48,19 +48,26 @@ class _Ready(importlib.abc.Loader):
         pass
 
 
+def _new_module(name: str, path: str | Path) -> tuple[types.ModuleType, importlib.abc.Loader]:
+    """An empty module for the Python file at ``path``, and the loader that runs it."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path}: not a Python file that can be imported")
+    return importlib.util.module_from_spec(spec), spec.loader
+
+
 def import_reference(modules: dict[str, str], alias: str = "_ks_reference") -> types.ModuleType:
     """Load reference.py under a private name. While it executes, its helpers (``task``,
     ``utils``, whatever the files: list names) are importable under their plain names; afterwards
     they are removed again from sys.modules, so nothing later (candidate code included) finds them
     by a plain ``import``."""
-    spec = importlib.util.spec_from_file_location(alias, modules["reference"])
-    ref = importlib.util.module_from_spec(spec)
+    ref, loader = _new_module(alias, modules["reference"])
     names = set(modules) | {"reference"}
     saved = {name: sys.modules.pop(name, None) for name in names}
     finder = _RunDirectory({k: v for k, v in modules.items() if k != "reference"}, ref)
     sys.meta_path.insert(0, finder)
     try:
-        spec.loader.exec_module(ref)
+        loader.exec_module(ref)
         return ref
     finally:
         sys.meta_path.remove(finder)
@@ -123,7 +130,7 @@ def _redirected(target: str):
 
     real_generator = torch.Generator
 
-    class generator(real_generator):  # a type still (torch's own modules write `torch.Generator | None`)
+    class generator(real_generator):  # type: ignore[valid-type,misc]  # a type still (torch's own modules write `torch.Generator | None`)
         def __new__(cls, device=None):
             return real_generator(device="cpu")
 
@@ -145,12 +152,12 @@ def _redirected(target: str):
                 return False if args[0].dtype == torch.bool else (0.0 if args[0].is_floating_point() else 0)
             return func(*args, **(kwargs or {}))
 
-    torch.Generator = generator
+    torch.Generator = generator  # type: ignore[misc]  # torch's own module attribute, put back below
     try:
         with Devices(), (Scalars() if target == "meta" else contextlib.nullcontext()):
             yield
     finally:
-        torch.Generator = real_generator
+        torch.Generator = real_generator  # type: ignore[misc]
 
 
 def import_submission(source: str, folder: Path):
@@ -158,9 +165,8 @@ def import_submission(source: str, folder: Path):
     ``custom_kernel`` (None when it defines no callable of that name)."""
     path = folder / "submission.py"
     path.write_text(source)
-    spec = importlib.util.spec_from_file_location("submission", path)
-    module = importlib.util.module_from_spec(spec)
+    module, loader = _new_module("submission", path)
     sys.modules["submission"] = module
-    spec.loader.exec_module(module)
+    loader.exec_module(module)
     fn = getattr(module, "custom_kernel", None)
     return fn if callable(fn) else None

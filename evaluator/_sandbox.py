@@ -45,6 +45,13 @@ def scrubbed_env() -> dict[str, str]:
     return env
 
 
+def last_output(output: str) -> str:
+    """The tail of a failure's reason: the candidate's last non-blank line of output ("" when it
+    printed nothing). What a crashed candidate said last is usually why it crashed."""
+    lines = [ln.strip() for ln in output.strip().splitlines() if ln.strip()]
+    return f"; last output: {lines[-1][:200]}" if lines else ""
+
+
 class JobOutcome:
     """What the parent learned about one job: the server's report, or that it timed out."""
 
@@ -78,6 +85,7 @@ class ForkServer:
                 stderr=err, cwd=self._cwd, env=scrubbed_env(), start_new_session=True,
                 close_fds=True, bufsize=0)
         try:
+            assert self._proc.stdout is not None  # Popen(stdout=PIPE)
             frame = read_frame(self._proc.stdout.fileno(), time.monotonic() + _STARTUP_S)
         except (FrameTimeout, ChannelClosed):
             tail = log.read_text(errors="replace")[-500:] if log.exists() else ""
@@ -92,7 +100,8 @@ class ForkServer:
         if proc is None:
             return
         try:
-            proc.stdin.close()
+            if proc.stdin is not None:
+                proc.stdin.close()
             proc.wait(timeout=3)
         except (subprocess.TimeoutExpired, OSError):
             pass
@@ -102,7 +111,8 @@ class ForkServer:
             except ProcessLookupError:
                 pass
             proc.wait()
-        proc.stdout.close()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
     def close(self) -> None:
         """Stop the server and remove its working directory (and log)."""
@@ -116,9 +126,11 @@ class ForkServer:
         fails in a way that says nothing about the candidate (it would not start)."""
         self.start()
         t0 = time.monotonic()
-        out = self._proc.stdout.fileno()
+        proc = self._proc
+        assert proc is not None and proc.stdout is not None and proc.stdin is not None  # start() made them
+        out = proc.stdout.fileno()
         try:
-            write_frame(self._proc.stdin.fileno(), Job(request=request, output_limit=output_limit))
+            write_frame(proc.stdin.fileno(), Job(request=request, output_limit=output_limit))
             started = read_frame(out, time.monotonic() + 30.0)
             if not isinstance(started, Started):
                 raise ChannelClosed()

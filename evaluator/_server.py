@@ -101,9 +101,8 @@ def serve() -> None:
             status, output, dropped = _collect(pid, out_r, job.output_limit)
             try:
                 with open(os.path.join(workdir, RESULT_FILE), "rb") as f:
-                    result = f.read(_MAX_RESULT + 1)  # the candidate could have written it: cap it
-                if len(result) > _MAX_RESULT:
-                    result = None
+                    data = f.read(_MAX_RESULT + 1)  # the candidate could have written it: cap it
+                result: bytes | None = data if len(data) <= _MAX_RESULT else None
             except OSError:
                 result = None
             shutil.rmtree(workdir, ignore_errors=True)

@@ -3,7 +3,7 @@
 ``evaluate`` and ``prescreen`` are ``async def`` for the backend interface, but do their real work
 inline and blocking, with no ``await`` while a candidate runs. The campaign may run on trio's
 MockClock with autojump: a task awaiting a thread or a subprocess counts as idle, so virtual time
-would jump past deadlines while the CPU is still busy (facts/stack-notes.md). Blocking keeps
+would jump past deadlines while the CPU is still busy (docs/stack-pitfalls.md). Blocking keeps
 virtual time still; the campaign then charges ``EvalReport.duration_s`` (the modelled time a real
 leaderboard service would take) to its clock.
 
@@ -18,6 +18,8 @@ import importlib.metadata
 import math
 import platform
 import signal
+import types
+from typing import Literal
 
 import msgspec
 import numpy as np
@@ -27,15 +29,13 @@ from evaluator._child import recheck_index
 from evaluator._devices import DEVICES
 from evaluator._model import MODEL_VERSION, ModelInfeasible, ModelUnsupported, is_vector_gemm, capture_time_us
 from evaluator._rules import rule_verdict
-from evaluator._sandbox import ForkServer, JobOutcome
+from evaluator._sandbox import ForkServer, JobOutcome, last_output
 from evaluator._rundir import generate_input, import_reference
 from evaluator._task import Task, check_failure, mix_seed, task_flops
 from evaluator._values import decode_output
-from evaluator._wire import CheckOutput, ChildRequest, ChildResult
+from evaluator._wire import OUTCOME_OF, CheckOutput, ChildRequest, ChildResult
 
 _result_decoder = msgspec.msgpack.Decoder(ChildResult)
-_STATUS = {"compile_error": Outcome.COMPILE_ERROR, "crash": Outcome.CRASH, "oom": Outcome.OUT_OF_MEMORY,
-           "rejected": Outcome.REJECTED_BY_RULE}
 
 # The modelled leaderboard service (deterministic): queue and container start, compile, one
 # correctness pass over the tests, then public and secret ranked runs of up to 100 timed calls per
@@ -47,6 +47,7 @@ _SHAPE_SETUP_S = 0.5
 _CALL_OVERHEAD_S = 2e-4
 _REF_TFLOPS = 80.0
 _TIMEOUT_PHASE_S = 180.0
+Mode = Literal["evaluate", "prescreen"]
 _MEAN = {"geom": "geomean", "mean": "mean", "last": "last-shape time"}
 
 
@@ -67,13 +68,9 @@ def _noise(sigma: float, secret_seed: int, submission_id: int, shape: Shape) -> 
     return float(math.exp(sigma * rng.standard_normal()))
 
 
-def _last_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return f"; last output: {lines[-1][:200]}" if lines else ""
-
-
 class SimulatedBackend:
-    """Evaluate submissions on simulated hardware. Use as a context manager (it owns a server)."""
+    """Evaluate submissions on simulated hardware (the ``Backend`` protocol). Use as a context
+    manager: it owns a server."""
 
     name = "simulated"
     simulated = True
@@ -85,7 +82,7 @@ class SimulatedBackend:
         if device not in DEVICES:
             raise ValueError(f"unknown device {device!r}; known: {', '.join(DEVICES)}")
         self.task = task
-        self.device = DEVICES[device]
+        self.spec = self.device = DEVICES[device]
         self.device_name = f"{self.device.label} (simulated)"
         self.noise = noise
         self.timeout_s = timeout_s
@@ -93,7 +90,7 @@ class SimulatedBackend:
         self.mem_limit_mb = mem_limit_mb
         self.own_kernel = own_kernel
         self._server = ForkServer()
-        self._reference = None
+        self._reference: types.ModuleType | None = None
         self._versions = _versions()
 
     # -- lifetime --------------------------------------------------------------------------------
@@ -108,7 +105,7 @@ class SimulatedBackend:
         self._server.close()
 
     # -- the interface ---------------------------------------------------------------------------
-    async def evaluate(self, source: str, submission_id: int = 0, secret_seed: int = 0) -> EvalReport:
+    async def evaluate(self, source: str, *, submission_id: int = 0, secret_seed: int = 0) -> EvalReport:
         """Check on the task's check shapes, then time the ranked shapes with the model.
         Blocking on purpose (module docstring)."""
         return self._run("evaluate", source, submission_id, secret_seed)
@@ -143,7 +140,7 @@ class SimulatedBackend:
                                   provenance=self._provenance(0, 0, notes="reference implementation, no sandbox"))
             t, _ = capture_time_us(Capture(shape=s, launches=launches, torch_ops=ops), self.device)
             shapes.append(ShapeResult(shape=s, passed=True, time_us=round(t, 4), sol_us=self._sol(s)))
-        score = self.task.score([r.time_us for r in shapes])
+        score = self.task.score([us for r in shapes if (us := r.time_us) is not None])
         return EvalReport(outcome=Outcome.PASSED, reason=f"the task's reference, modelled {score:.2f} us",
                           provenance=self._provenance(0, 0, notes="reference implementation, no sandbox"),
                           score_us=round(score, 4), shapes=shapes)
@@ -158,12 +155,12 @@ class SimulatedBackend:
                           timing_method="analytic model", versions=self._versions,
                           seeds=[secret_seed, submission_id], model=MODEL_VERSION, notes=notes)
 
-    def _report(self, mode: str, outcome: Outcome, reason: str, prov: Provenance, checked: list[Shape],
+    def _report(self, mode: Mode, outcome: Outcome, reason: str, prov: Provenance, checked: list[Shape],
                 duration_s: float, **kw) -> EvalReport:
         return EvalReport(outcome=outcome, reason=reason, provenance=prov, checked_shapes=checked,
                           duration_s=0.0 if mode == "prescreen" else round(duration_s, 3), **kw)
 
-    def _run(self, mode: str, source: str, submission_id: int, secret_seed: int) -> EvalReport:
+    def _run(self, mode: Mode, source: str, submission_id: int, secret_seed: int) -> EvalReport:
         prov = self._provenance(submission_id, secret_seed)
         rejected = rule_verdict(source, own_kernel=self.own_kernel)
         if rejected:
@@ -176,13 +173,14 @@ class SimulatedBackend:
             outcome, reason = failed
             return self._report(mode, outcome, reason, prov, [], self._failed_duration(outcome))
         try:
+            assert job.finished is not None and job.finished.result is not None  # _failure said so
             result = _result_decoder.decode(job.finished.result)
         except msgspec.DecodeError as exc:
             return self._report(mode, Outcome.CRASH, f"the result channel held no valid result ({exc}); "
                                 "it may have been forged", prov, [], self._failed_duration(Outcome.CRASH))
         if result.status != "ok":
-            outcome = _STATUS[result.status]
-            return self._report(mode, outcome, result.reason + _last_line(job.finished.output) * (outcome is Outcome.CRASH),
+            outcome = OUTCOME_OF[result.status]
+            return self._report(mode, outcome, result.reason + last_output(job.finished.output) * (outcome is Outcome.CRASH),
                                 prov, [], self._failed_duration(outcome))
         # evaluate re-checks the first shape after launch capture (_child._work)
         recheck = [checks[recheck_index(checks)]] if mode == "evaluate" and checks else []
@@ -193,7 +191,7 @@ class SimulatedBackend:
             return self._report(mode, Outcome.PASSED, f"passed the pre-screen on {checks[0].label()}", prov, checks, 0.0)
         return self._timed(result, prov, checks, submission_id, secret_seed)
 
-    def _request(self, mode: str, source: str, secret_seed: int) -> ChildRequest:
+    def _request(self, mode: Mode, source: str, secret_seed: int) -> ChildRequest:
         shapes = self.task.check_shapes if mode == "evaluate" else [min(self.task.check_shapes, key=lambda s: s.work())]
         checks = [s.with_seed(mix_seed(s.seed, secret_seed)) for s in shapes]
         return ChildRequest(mode=mode, source=source, task_dir=self.task.path, modules=self.task.modules,
@@ -210,12 +208,12 @@ class SimulatedBackend:
         if fin.signal is not None:
             name = signal.Signals(fin.signal).name if fin.signal in signal.Signals._value2member_map_ else str(fin.signal)
             hint = " (possibly out of memory)" if fin.signal == signal.SIGKILL else ""
-            return Outcome.CRASH, f"killed by {name}{hint}{_last_line(fin.output)}"
+            return Outcome.CRASH, f"killed by {name}{hint}{last_output(fin.output)}"
         if fin.result is None:
-            return Outcome.CRASH, f"exited with code {fin.exit_code} before reporting a result{_last_line(fin.output)}"
+            return Outcome.CRASH, f"exited with code {fin.exit_code} before reporting a result{last_output(fin.output)}"
         if fin.exit_code != 0:  # the harness exits 0 only after writing its own result: this one is not its
             return Outcome.CRASH, (f"exited with code {fin.exit_code} leaving a result the harness did not finish; "
-                                   f"the result channel may have been forged{_last_line(fin.output)}")
+                                   f"the result channel may have been forged{last_output(fin.output)}")
         return None
 
     def _judge(self, outputs: list[CheckOutput], expected_shapes: list[Shape]) -> str | None:
@@ -277,7 +275,7 @@ class SimulatedBackend:
             shapes.append(ShapeResult(shape=s, passed=True, time_us=round(t, 4), sol_us=sol, flagged=flag))
             ref_s = (task_flops(self.task.meta, s) or 0.0) / (_REF_TFLOPS * 1e12)
             service_s += 2 * (_SHAPE_SETUP_S + 100 * (t * 1e-6 + ref_s + _CALL_OVERHEAD_S))
-        score = self.task.score([r.time_us for r in shapes])
+        score = self.task.score([us for r in shapes if (us := r.time_us) is not None])
         flagged = sum(1 for r in shapes if r.flagged)
         reason = (f"passed {len(checks)} check shapes on the CPU interpreter; modelled {_MEAN[self.task.ranking_by]} "
                   f"{score:.2f} us")

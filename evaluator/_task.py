@@ -17,7 +17,7 @@ gets sensible defaults: the CPU checks use its smallest tests, and no speed of l
 ``check_shapes`` for a GEMM folder (``check: scaled-gemm``) are scaled-down stand-ins for the tests
 that the Triton CPU interpreter can run in a fraction of a second. They keep the tests' edge cases
 (n % 128 == 64, m not a multiple of 64, a single K block, several K blocks) and drop the sizes; the
-CPU verdict is a pre-screen, a real GPU's verdict is the one that counts (facts/stack-notes.md).
+CPU verdict is a pre-screen, a real GPU's verdict is the one that counts (docs/stack-pitfalls.md).
 """
 
 from __future__ import annotations
@@ -26,14 +26,12 @@ import ast
 import hashlib
 import math
 from pathlib import Path
+from collections.abc import Callable
 from typing import Literal
 
 import msgspec
 
 from blackboard.records import Arg, Shape
-from evaluator._rundir import (  # noqa: F401  (re-exported: scripts import them from here)
-    generate_input, import_reference, import_submission, isolate_candidate,
-)
 
 
 class TaskError(Exception):
@@ -123,10 +121,10 @@ class Task(msgspec.Struct, frozen=True):
         return geomean(times_us)
 
 
-_BINOPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+_BINOPS: dict[type[ast.operator], Callable[[float, float], float]] = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
            ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
            ast.Pow: lambda a, b: a ** b}
-_FUNCS = {"ceil": math.ceil, "floor": math.floor, "min": min, "max": max, "log2": math.log2}
+_FUNCS: dict[str, Callable[..., float]] = {"ceil": math.ceil, "floor": math.floor, "min": min, "max": max, "log2": math.log2}
 
 
 def arith(text: str, names: dict[str, Arg]) -> float:
@@ -153,7 +151,10 @@ def task_flops(meta: TaskMeta, shape: Shape) -> float | None:
     product's 2mnk when the shape is exactly m, n, k, else unknown."""
     if meta.flops:
         return arith(meta.flops, shape.kwargs())
-    return 2.0 * shape.m * shape.n * shape.k if shape.is_mnk() else None
+    if not shape.is_mnk():
+        return None
+    m, n, k = shape.mnk()
+    return 2.0 * m * n * k
 
 
 class _Signature(msgspec.Struct, frozen=True):
@@ -268,11 +269,12 @@ def _check_shapes(meta: TaskMeta, tests: list[Shape], yml: Path) -> list[Shape]:
 
 def _scaled(t: Shape) -> tuple[Shape, frozenset[str]]:
     """A small shape with the same edge-case features as test ``t``, and those features."""
-    kb = -(-t.k // 128)
-    m = 96 if t.m % 64 else 64
-    n = 64 if t.n == 64 else (192 if t.n % 128 == 64 else 128)
+    tm, tn, tk = t.mnk()
+    kb = -(-tk // 128)
+    m = 96 if tm % 64 else 64
+    n = 64 if tn == 64 else (192 if tn % 128 == 64 else 128)
     k = 128 if kb == 1 else 256
-    feats = {"m%64" if t.m % 64 else "m64", "n%128==64" if t.n % 128 == 64 else "n%128==0"}
+    feats = {"m%64" if tm % 64 else "m64", "n%128==64" if tn % 128 == 64 else "n%128==0"}
     feats.add("one k block" if kb == 1 else "several k blocks")
     if n > 128:
         feats.add("several b_scale rows")
@@ -289,12 +291,12 @@ def derive_check_shapes(tests: list[Shape]) -> list[Shape]:
     candidates: dict[tuple[int, int, int], tuple[Shape, frozenset[str]]] = {}
     for t in tests:
         s, f = _scaled(t)
-        candidates.setdefault((s.m, s.n, s.k), (s, f))
+        candidates.setdefault(s.mnk(), (s, f))
     wanted = frozenset().union(*(f for _, f in candidates.values()))
     chosen: list[Shape] = []
     covered: set[str] = set()
     while covered != wanted:
-        best = max(candidates.values(), key=lambda c: len(c[1] - covered) / (c[0].m * c[0].n * c[0].k) ** 0.5)
+        best = max(candidates.values(), key=lambda c: len(c[1] - covered) / c[0].work() ** 0.5)
         chosen.append(best[0])
         covered |= best[1]
     return chosen

@@ -5,7 +5,7 @@ values (sizes, flags); ``custom_kernel`` returns a tensor, several, or a plain n
 candidate's process turns its output into a ``Value`` tree of raw bytes and plain numbers
 (``encode_output``), and the judging process rebuilds plain tensors from it (``decode_output``):
 nothing live (a tensor subclass, an object with its own ``__eq__``) crosses, whatever the shape of
-the output (facts/evaluation-attacks.md).
+the output (docs/evaluator-attacks.md).
 """
 
 from __future__ import annotations

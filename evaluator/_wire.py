@@ -12,7 +12,7 @@ from typing import Literal
 
 import msgspec
 
-from blackboard.records import Shape
+from blackboard.records import Outcome, Shape
 from evaluator._task import TaskMeta
 
 
@@ -101,6 +101,13 @@ class CheckOutput(msgspec.Struct, frozen=True):
 
 
 ChildStatus = Literal["ok", "compile_error", "crash", "oom", "rejected"]
+GpuStatus = ChildStatus | Literal["wrong_output"]  # the GPU harness judges its own outputs
+
+# A child's failure status as the outcome both backends report.
+OUTCOME_OF: dict[str, Outcome] = {
+    "compile_error": Outcome.COMPILE_ERROR, "crash": Outcome.CRASH, "oom": Outcome.OUT_OF_MEMORY,
+    "rejected": Outcome.REJECTED_BY_RULE, "wrong_output": Outcome.WRONG_OUTPUT,
+}
 
 
 class ChildRequest(msgspec.Struct, frozen=True):
@@ -179,7 +186,7 @@ class ShapeSamples(msgspec.Struct, frozen=True):
 
 
 class GpuResult(msgspec.Struct, frozen=True):
-    status: ChildStatus | Literal["wrong_output"]
+    status: GpuStatus
     reason: str = ""
     samples: list[ShapeSamples] = []
     device: str = ""

@@ -13,21 +13,24 @@ import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import anyio
 import trio.testing
 
 from agents import (
-    Archivist, CampaignClock, Context, Critic, Engineer, EvaluatorAgent, OfflineBrain, Theorist,
+    Archivist, Brain, CampaignClock, Context, Critic, Engineer, EvaluatorAgent, OfflineBrain, Theorist,
 )
 from blackboard import (
-    Blackboard, BlackboardError, Campaign, KernelState, Message, RunSegment, Scenario, metrics, retune,
+    SEED_AUTHOR, Blackboard, BlackboardError, Campaign, KernelState, Message, RunSegment, Scenario, metrics, retune,
     scenario_from_json, scenario_json,
 )
 
+from evaluator import Backend, Task
+
 from . import logs
-from .status import CLOSING, finished_at
+from .status import finished_at
 
 
 @dataclass
@@ -36,17 +39,6 @@ class Outcome:
     resumed: bool
     released: int  # leases handed back on resume
     wall_s: float
-
-
-def _make_backend(scenario: Scenario, task):
-    from .backends import make_backend
-
-    cfg = scenario.evaluator
-    return make_backend(cfg.backend, task, setting=f"evaluator.backend = '{cfg.backend}'",
-                        instead="evaluator.backend = 'simulated'", device=cfg.device, noise=cfg.noise,
-                        timeout_s=cfg.timeout_s, max_calls=cfg.max_calls, shape_budget_s=cfg.shape_budget_s,
-                        own_kernel=cfg.own_kernel, harness_device=cfg.harness_device,
-                        ray_address=cfg.ray_address, in_flight=cfg.in_flight)
 
 
 class Interrupted(Exception):
@@ -68,8 +60,8 @@ def check_new(db: Path) -> None:
                               "or pass another --db")
 
 
-def start(scenario: Scenario, db: Path, listeners: list[Callable[[Message], None]] = (),
-          lessons: list = ()) -> Outcome:
+def start(scenario: Scenario, db: Path, listeners: Sequence[Callable[[Message], None]] = (),
+          lessons: Sequence[Any] = ()) -> Outcome:
     """Create a campaign in a new blackboard file and run it to its deadline; ``lessons``
     (``learn.read_all``) seed its findings with what earlier campaigns measured. A start that
     fails (no API key, no GPU, a broken task) or is interrupted before the campaign is recorded
@@ -78,7 +70,8 @@ def start(scenario: Scenario, db: Path, listeners: list[Callable[[Message], None
     return _run(scenario, db, listeners, resume=False, lessons=lessons)
 
 
-def resume(db: Path, listeners: list[Callable[[Message], None]] = (), overrides: list[str] = ()) -> Outcome:
+def resume(db: Path, listeners: Sequence[Callable[[Message], None]] = (),
+           overrides: Sequence[str] = ()) -> Outcome:
     """Continue a campaign from its blackboard file (after a crash, kill -9 or Ctrl-C), optionally
     with retuned limits (``evaluator.in_flight=2``) for this run. Raises NothingToResume, having
     written nothing, when the campaign has closed and ``campaign.hours`` was not extended."""
@@ -97,8 +90,9 @@ def resume(db: Path, listeners: list[Callable[[Message], None]] = (), overrides:
     return _run(scenario, db, listeners, resume=True, retuned=list(overrides))
 
 
-def _run(scenario: Scenario, db: Path, listeners, *, resume: bool, retuned: list[str] = (), lessons=()) -> Outcome:
-    from evaluator import load_task
+def _run(scenario: Scenario, db: Path, listeners: Sequence[Callable[[Message], None]], *, resume: bool,
+         retuned: Sequence[str] = (), lessons: Sequence[Any] = ()) -> Outcome:
+    from evaluator import load_task, make_backend
     from kernel_scientist import learn
 
     wall = time.perf_counter()
@@ -113,7 +107,7 @@ def _run(scenario: Scenario, db: Path, listeners, *, resume: bool, retuned: list
     except OSError as exc:
         raise BlackboardError(f"{scenario.seed_path()}: cannot read the seed kernel ({exc.strerror}); "
                               "set campaign.seed_file to a file of the task folder") from None
-    backend = _make_backend(scenario, task)
+    backend = make_backend(scenario.evaluator, task)
     released = 0
     with backend:
         try:
@@ -160,7 +154,8 @@ def _run(scenario: Scenario, db: Path, listeners, *, resume: bool, retuned: list
     return Outcome(db=db, resumed=resume, released=released, wall_s=time.perf_counter() - wall)
 
 
-def _open_board(scenario: Scenario, db: Path, task, backend, resume: bool, seed_source: str) -> Blackboard:
+def _open_board(scenario: Scenario, db: Path, task: Task, backend: Backend, resume: bool,
+                seed_source: str) -> Blackboard:
     """The campaign's blackboard: reopened for a resume; for a new campaign, created with the
     campaign record and the seed kernel, and removed again if that fails half-way."""
     if resume:
@@ -175,7 +170,7 @@ def _open_board(scenario: Scenario, db: Path, task, backend, resume: bool, seed_
             created_wall=time.time(), virtual_time=backend.simulated, reference=reference,
             segments=[metrics.first_segment(scenario.evaluator.rate_per_hour, scenario.evaluator.in_flight,
                                             scenario.campaign.hours)]))
-        board.add_kernel(source=seed_source, author="seed", at=0.0, state=KernelState.DRAFT,
+        board.add_kernel(source=seed_source, author=SEED_AUTHOR, at=0.0, state=KernelState.DRAFT,
                          summary=f"seed submission ({scenario.seed_path().name})")
     except BaseException:
         board.close()
@@ -213,15 +208,7 @@ def _reference_text(reference, simulated: bool) -> str:
     return f"{reference.score_us:.1f} us ({'simulated' if simulated else 'measured'})"
 
 
-def _vendor(scenario: Scenario, backend) -> str:
-    """Whose GPU is being optimised for: "amd" (simulated MI300X, or a ROCm machine) or "nvidia"."""
-    if backend.simulated:
-        return "amd" if scenario.evaluator.device == "mi300x" else "nvidia"
-    name = backend.device_name.lower()
-    return "amd" if "amd" in name or "mi3" in name else "nvidia"
-
-
-async def _agents(board: Blackboard, scenario: Scenario, clock: CampaignClock, backend, task) -> None:
+async def _agents(board: Blackboard, scenario: Scenario, clock: CampaignClock, backend: Backend, task: Task) -> None:
     clock.origin = anyio.current_time()
     seed = scenario.campaign.seed
 
@@ -232,11 +219,12 @@ async def _agents(board: Blackboard, scenario: Scenario, clock: CampaignClock, b
         service = LLMService(scenario, board, clock.now)
 
     def context(name: str) -> Context:
+        brain: Brain
         if service is not None:
             brain = service.brain(name)
         else:
             brain = OfflineBrain(random.Random(zlib.crc32(f"{seed}:brain:{name}".encode())),
-                                 vendor=_vendor(scenario, backend), kernels=task.kernels())
+                                 vendor=backend.spec.vendor, kernels=task.kernels())
         return Context(board=board, scenario=scenario, clock=clock, seed=seed, backend=backend,
                        task=task, brain=brain)
 
@@ -262,6 +250,6 @@ async def _agents(board: Blackboard, scenario: Scenario, clock: CampaignClock, b
                   text=f"{', '.join(a.name for a in stopped)} stopped asking the brain before the end: "
                   + "; ".join(f"{a.name}: {a.retired_why}" for a in stopped[:2])
                   + ("; ..." if len(stopped) > 2 else ""))
-    board.say(agent="runner", kind="info", at=clock.now(),
-              text=f"{CLOSING} at {clock.now() / 3600:.2f} h: {len(board.evaluations())} evaluations")
+    board.say(agent="runner", kind="closing", at=clock.now(),
+              text=f"campaign over at {clock.now() / 3600:.2f} h: {len(board.evaluations())} evaluations")
 

@@ -10,8 +10,8 @@ kernel. The filters are exact on ids, agent and kind, and a case-insensitive sub
 from __future__ import annotations
 
 import sys
-import time
-from typing import Iterator, TextIO
+from typing import TextIO
+from collections.abc import Iterator
 
 import msgspec
 
@@ -64,8 +64,7 @@ def follow(board: Blackboard, poll_s: float = 0.5, follow: bool = True,
         yield batch
         if not follow:
             return
-        while board.data_version() == version:
-            time.sleep(poll_s)
+        board.wait_commit(version, poll_s)
 
 
 def show(board: Blackboard, flt: Filter, *, follow_: bool = False, as_json: bool = False,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import msgspec
 from rich.console import Console, Group
@@ -24,16 +24,13 @@ from rich.text import Text
 
 from blackboard import (
     Blackboard, HypothesisState, KernelState, Message, SubmissionState, metrics, open_existing,
-    scenario_from_json,
+    scenario_from_json, seed_score,
 )
 
-from .logs import clock
+from .logs import ALARM, clock, colour
 from .status import finished_at
 
 SPARKS = "▁▂▃▄▅▆▇█"
-_RICH_COLOURS = {"light-blue": "bright_blue", "light-cyan": "bright_cyan", "light-magenta": "bright_magenta"}
-
-
 class AgentRow(msgspec.Struct, frozen=True):
     name: str
     state: str  # "working", "waiting", "evaluating", "done", "not started"
@@ -89,8 +86,8 @@ def snapshot(board: Blackboard, messages: int = 12) -> Snapshot:
     # The best score over time, in the order results landed (blackboard.metrics).
     best_over_time = metrics.best_over_time(evals)
     best = best_over_time[-1][1] if best_over_time else None
-    failed = sum(1 for e in evals if e.report.outcome != "passed" or e.report.score_us is None)
-    seed_us = next((e.report.score_us for e in evals if kernels[e.kernel_id].author == "seed"), None)
+    failed = sum(1 for e in evals if e.report.passed_score() is None)
+    seed_us = seed_score(board)
 
     # Rate limit and utilisation against the limits in force at each moment (blackboard.metrics).
     starts = board.evaluation_starts()
@@ -169,22 +166,31 @@ def sparkline(values: list[float]) -> str:
                    for v in values)
 
 
-def _colour(agent: str) -> str:
-    from .logs import colour
-
-    c = colour(agent)
-    return _RICH_COLOURS.get(c, c)
-
-
-def render(snap: Snapshot):
+def render(snap: Snapshot) -> Group:
+    """One frame: the header, the agents, the evaluator's limits and queue, progress, messages."""
     label = snap.label or "no evaluations yet"
+    queue_title = ("evaluator: limits, and the kernels left unevaluated at the end" if snap.over
+                   else "evaluator: limits and queue (by expected value)")
+    return Group(
+        Panel(_header(snap), title="kernel-scientist watch", subtitle=f"all times and scores {label}"),
+        Panel(_agents_table(snap), title="agents"),
+        Panel(Group(_gauge(snap), Text(""), _queue_table(snap)), title=queue_title),
+        Panel(_progress(snap, label), title="best score over time (speed-up vs seed)"),
+        Panel(_messages_table(snap), title="latest messages"),
+    )
+
+
+def _header(snap: Snapshot) -> Text:
     clock_kind = "virtual" if snap.simulated else "wall"
     head = Text()
     head.append(f"{snap.name}", style="bold")
     head.append(f"  {snap.task}, seed {snap.seed}  ")
     head.append(f"campaign time {clock(snap.now)} / {snap.hours:g} h ({clock_kind} clock)")
     head.append("  FINISHED" if snap.over else "  running", style="green" if snap.over else "yellow")
+    return head
 
+
+def _agents_table(snap: Snapshot) -> Table:
     agents = Table(expand=True, box=None, pad_edge=False)
     agents.add_column("agent", no_wrap=True)
     agents.add_column("state", no_wrap=True)
@@ -192,25 +198,30 @@ def render(snap: Snapshot):
     agents.add_column("current task / last said", overflow="ellipsis", no_wrap=True, ratio=1)
     for row in snap.agents:
         style = {"working": "bold", "evaluating": "bold green", "done": "dim"}.get(row.state, "")
-        agents.add_row(Text(row.name, style=_colour(row.name)), Text(row.state, style=style),
+        agents.add_row(Text(row.name, style=colour(row.name)), Text(row.state, style=style),
                        clock(row.last_at) if row.last_at is not None else "-", row.task)
+    return agents
 
+
+def _queue_table(snap: Snapshot, rows: int = 8) -> Table:
     queue = Table(expand=True, box=None, pad_edge=False)
     queue.add_column("kernel", justify="right")
     queue.add_column("EV", justify="right")
     queue.add_column("state")
     queue.add_column("waited", justify="right")
     queue.add_column("change", overflow="ellipsis", no_wrap=True, ratio=1)
-    for q in snap.queue[:8]:
+    for q in snap.queue[:rows]:
         state = "not run" if snap.over else q.state
         queue.add_row(str(q.kernel_id), f"{q.expected_value:+.3f}", state, clock(q.waited_s), q.summary)
     if not snap.queue:
         queue.add_row("-", "", "empty", "", "")
-    elif len(snap.queue) > 8:
-        queue.add_row("…", "", f"+{len(snap.queue) - 8} more", "", "")
-    queue_title = ("evaluator: limits, and the kernels left unevaluated at the end" if snap.over
-                   else "evaluator: limits and queue (by expected value)")
+    elif len(snap.queue) > rows:
+        queue.add_row("…", "", f"+{len(snap.queue) - rows} more", "", "")
+    return queue
 
+
+def _gauge(snap: Snapshot) -> Text:
+    """The rate limit, the in-flight limit and how much of it was used."""
     gauge = Text()
     gauge.append(f"rate limit {snap.rate_per_hour:g}/h: {snap.starts_last_hour} started in the last hour; ")
     if snap.over:  # a finished campaign starts nothing: no countdown, and the queue is what was left
@@ -223,33 +234,32 @@ def render(snap: Snapshot):
     gauge.append(f" rate limit used {snap.rate_used:.0%}")
     gauge.append(f"\n{snap.evaluations} evaluations ({snap.failed} failed)")
     gauge.append(f"\n{metrics.calibration_text(snap.predictions)}")
+    return gauge
 
+
+def _progress(snap: Snapshot, label: str) -> Text:
     progress = Text()
     if snap.best_us is None:
         progress.append("no passing evaluation yet")
-    else:
-        vs_seed = f", {snap.seed_us / snap.best_us:.2f}x the seed" if snap.seed_us else ""
-        progress.append(f"best {snap.best_us:.1f} us ({label}){vs_seed}\n")
-        # Plot the speed-up (seed / best) so the line rises as the campaign improves.
-        base = snap.seed_us or snap.best_over_time[0][1]
-        series = [base / b for b in over_time(snap.best_over_time, snap.now)]
-        progress.append(f"00:00:00 {sparkline(series)} {clock(snap.now)}", style="cyan")
+        return progress
+    vs_seed = f", {snap.seed_us / snap.best_us:.2f}x the seed" if snap.seed_us else ""
+    progress.append(f"best {snap.best_us:.1f} us ({label}){vs_seed}\n")
+    # Plot the speed-up (seed / best) so the line rises as the campaign improves.
+    base = snap.seed_us or snap.best_over_time[0][1]
+    series = [base / b for b in over_time(snap.best_over_time, snap.now)]
+    progress.append(f"00:00:00 {sparkline(series)} {clock(snap.now)}", style="cyan")
+    return progress
 
+
+def _messages_table(snap: Snapshot) -> Table:
     msgs = Table(expand=True, box=None, pad_edge=False, show_header=False)
     msgs.add_column(no_wrap=True)
     msgs.add_column(no_wrap=True)
     msgs.add_column(overflow="ellipsis", no_wrap=True, ratio=1)
     for m in snap.messages:
-        style = "red" if m.kind in ("error", "warning") else ""
-        msgs.add_row(clock(m.at), Text(m.agent, style=_colour(m.agent)), Text(m.text, style=style))
-
-    return Group(
-        Panel(head, title="kernel-scientist watch", subtitle=f"all times and scores {label}"),
-        Panel(agents, title="agents"),
-        Panel(Group(gauge, Text(""), queue), title=queue_title),
-        Panel(progress, title="best score over time (speed-up vs seed)"),
-        Panel(msgs, title="latest messages"),
-    )
+        style = ALARM if m.kind in ("error", "warning") else ""
+        msgs.add_row(clock(m.at), Text(m.agent, style=colour(m.agent)), Text(m.text, style=style))
+    return msgs
 
 
 def _bar(fraction: float, width: int = 20) -> str:
@@ -274,11 +284,7 @@ def watch(db: Path, *, once: bool = False, poll_s: float = 0.5, console: Console
         with Live(render(snap), console=console, auto_refresh=False, transient=False) as live:
             version = board.data_version()
             while not (stop_when_over and snap.over):
-                time.sleep(poll_s)  # the campaign runs in another process: poll, never spin
-                current = board.data_version()
-                if current == version:
-                    continue
-                version = current
+                version = board.wait_commit(version, poll_s)  # the campaign runs in another process
                 snap = snapshot(board, messages)
                 live.update(render(snap), refresh=True)
 
@@ -309,6 +315,7 @@ class LiveListener:
             self._board = Blackboard(self.db, readonly=True)
             self._live = Live(console=self.console, auto_refresh=False)
             self._live.start()
+        assert self._live is not None  # started with the board
         self._live.update(render(snapshot(self._board)), refresh=True)
         self._last = self.now()
 
@@ -316,7 +323,8 @@ class LiveListener:
         if self._board is None:
             return
         self._draw()
-        self._live.stop()
+        if self._live is not None:
+            self._live.stop()
         self._board.close()
         self._board = None
 

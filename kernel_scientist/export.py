@@ -57,10 +57,8 @@ def _score(board: Blackboard, kernel_id: int) -> str:
     ev = board.evaluation_for(kernel_id)
     if ev is None:
         return "not evaluated"
-    report = ev.report
-    if report.outcome != "passed" or report.score_us is None:
-        return f"{report.outcome}"
-    return f"{report.score_us:.1f} us"
+    score = ev.report.passed_score()
+    return f"{ev.report.outcome}" if score is None else f"{score:.1f} us"
 
 
 def _step(board: Blackboard, k: Kernel) -> str:
@@ -86,7 +84,7 @@ def _docstring_span(source: str) -> tuple[int, int, str] | None:
         return None
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
             and isinstance(body[0].value.value, str):
-        return body[0].lineno, body[0].end_lineno, body[0].value.value
+        return body[0].lineno, body[0].end_lineno or body[0].lineno, body[0].value.value
     return None
 
 
@@ -114,8 +112,8 @@ def export(board: Blackboard, kernel_id: int, db_name: str, version: str) -> Exp
     prov = ev.report.provenance if ev else (campaign.reference.provenance if campaign.reference else None)
     device = prov.device if prov else campaign.backend
     gpu, note = leaderboard_gpu(device)
-    if ev and ev.report.outcome == "passed" and ev.report.score_us is not None:
-        score = (f"{ev.report.score_us:.1f} us geometric mean over {len(ev.report.shapes)} ranked shapes "
+    if ev and (passed := ev.report.passed_score()) is not None:
+        score = (f"{passed:.1f} us geometric mean over {len(ev.report.shapes)} ranked shapes "
                  f"({ev.report.provenance.label()})")
     else:
         score = f"{_score(board, kernel.id)} (this kernel has no passing evaluation)"
@@ -131,8 +129,7 @@ def export(board: Blackboard, kernel_id: int, db_name: str, version: str) -> Exp
     body = [line for line in kernel.source.splitlines() if not line.startswith("#!POPCORN")]
     source = "\n".join(body)
     span, seed_doc = _docstring_span(source), _docstring_span(chain[0].source)
-    inherited = span and seed_doc and span[2] == seed_doc[2] and len(chain) > 1
-    if inherited:
+    if span is not None and seed_doc is not None and span[2] == seed_doc[2] and len(chain) > 1:  # inherited
         doc = _lineage_docstring(campaign.task, chain, board, score, "# region:" in source)
         body = body[: span[0] - 1] + doc.splitlines() + body[span[1]:]
     return Export(text="\n".join(header + body) + "\n", kernel_id=kernel.id, gpu=gpu, note=note)

@@ -1,4 +1,4 @@
-"""The agents' conversation on the console (a colour per agent) and in a JSONL file.
+"""The agents' conversation on the console (a colour per agent, drawn by rich) and in a JSONL file.
 
 Every message is first committed to the blackboard; the console line and the JSONL line are
 written after the commit, so what you read there is on disk. ``logs --follow`` (conversation.py) reads the
@@ -9,20 +9,24 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TextIO
+from logging import WARNING
+from typing import Any, BinaryIO, TextIO
 
 import msgspec
 from loguru import logger
+from rich.console import Console
+from rich.text import Text
 
 from blackboard import Message
 
+# One colour per agent, in rich's names (rich draws every coloured line of the CLI: this
+# conversation, ``logs``, ``watch``, the progress bars); warnings and errors in ALARM.
 COLOURS = {
     "archivist": "magenta", "theorist": "cyan", "critic": "yellow", "evaluator": "green",
     "runner": "white",
 }
-ENGINEER_COLOURS = ("blue", "light-blue", "light-cyan", "light-magenta")
-_ANSI = {"magenta": 35, "cyan": 36, "yellow": 33, "green": 32, "white": 37, "blue": 34,
-         "light-blue": 94, "light-cyan": 96, "light-magenta": 95, "red": 31}
+ENGINEER_COLOURS = ("blue", "bright_blue", "bright_cyan", "bright_magenta")
+ALARM = "red"
 
 
 def colour(agent: str) -> str:
@@ -47,7 +51,7 @@ class JsonlLog:
 
     def __init__(self, path: Path):
         self.path = path
-        self.file = None
+        self.file: BinaryIO | None = None
 
     def __call__(self, msg: Message) -> None:
         if self.file is None:
@@ -61,32 +65,55 @@ class JsonlLog:
             self.file = None
 
 
+_console: Console | None = None  # where the conversation goes (setup_console); stderr until then
+
+
 def setup_console(stream: TextIO | None = None, colours: bool | None = None) -> None:
-    """Configure loguru (only the CLI does this): one line per message, coloured by agent, on
-    stderr unless told otherwise (stdout is for the leaderboard)."""
+    """Point the conversation and the library's log records (loguru; only the CLI does this) at
+    ``stream``: one line per message, coloured by agent, on stderr unless told otherwise (stdout is
+    for the leaderboard). ``colours`` None: colours when the stream is a terminal."""
+    global _console
     stream = stream or sys.stderr  # looked up now, not at import: the CLI may run in-process
+    _console = Console(file=stream, force_terminal=colours, no_color=colours is False, highlight=False,
+                       soft_wrap=True)
     logger.remove()
+    logger.add(_log_record, level="INFO", format="{message}")
 
-    def fmt(record) -> str:
-        tint = colour(record["extra"].get("agent", "runner"))
-        if record["extra"].get("kind") in ("error", "warning"):
-            return f"<{tint}>{{extra[clock]}} {{extra[agent]: >11}}</{tint}> │ <red>{{message}}</red>\n"
-        return f"<{tint}>{{extra[clock]}} {{extra[agent]: >11}} │ {{message}}</{tint}>\n"
 
-    logger.add(stream, format=fmt, colorize=colours if colours is not None else stream.isatty(), level="INFO")
+def _log_record(message: Any) -> None:
+    """A loguru record (the LLM transport's retries) as a console line in the conversation's style."""
+    record = message.record
+    agent = record["extra"].get("agent", "runner")
+    line = Text(f"{'':8} {agent: >11} │ ", style=colour(agent))
+    line.append(record["message"], style=ALARM if record["level"].no >= WARNING else colour(agent))
+    (_console or Console(stderr=True)).print(line)
 
 
 CONSOLE_WIDTH = 400  # long messages (the theorist's ten avenues) are cut on the console only
 
 
+def styled(msg: Message, width: int | None = None) -> Text:
+    """One message as a console line: time, agent and text in the agent's colour (the text in
+    ALARM for warnings and errors), the text cut to ``width`` characters."""
+    text = msg.text if width is None or len(msg.text) <= width else msg.text[: width - 1] + "…"
+    tint = colour(msg.agent)
+    line = Text(f"{clock(msg.at)} {msg.agent: >11} │ ", style=tint)
+    line.append(text, style=ALARM if msg.kind in ("error", "warning") else tint)
+    return line
+
+
 def to_console(msg: Message) -> None:
-    text = msg.text if len(msg.text) <= CONSOLE_WIDTH else msg.text[: CONSOLE_WIDTH - 1] + "…"
-    logger.bind(agent=msg.agent, kind=msg.kind, clock=clock(msg.at)).info(text)
+    (_console or Console(stderr=True)).print(styled(msg, CONSOLE_WIDTH))
+
+
+_ansi = Console(force_terminal=True, color_system="standard", highlight=False, soft_wrap=True)
 
 
 def render(msg: Message, colours: bool) -> str:
-    line = f"{clock(msg.at)} {msg.agent: >11} │ {msg.text}"
-    if colours:
-        code = 31 if msg.kind in ("error", "warning") else _ANSI[colour(msg.agent)]
-        return f"\x1b[{code}m{line}\x1b[0m"
-    return line
+    """One message as a line of text, with terminal colour codes when ``colours``."""
+    line = styled(msg)
+    if not colours:
+        return line.plain
+    with _ansi.capture() as captured:
+        _ansi.print(line, end="")
+    return captured.get()

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import html
 import math
-import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import matplotlib
 
@@ -24,7 +23,9 @@ matplotlib.use("Agg")  # before pyplot: render to files only, never a window
 import matplotlib.pyplot as plt  # noqa: E402
 import msgspec  # noqa: E402
 
-from blackboard import Blackboard, Evaluation, Kernel, KernelState, Verdict, metrics  # noqa: E402
+from blackboard import (  # noqa: E402
+    Blackboard, Evaluation, Kernel, KernelState, Verdict, metrics, scenario_from_json, seed_evaluation,
+)
 
 from . import status as status_mod  # noqa: E402
 
@@ -64,10 +65,6 @@ class Report:
         return [self.out / s.image for s in self.sections if s.image]
 
 
-def _passed(ev: Evaluation) -> bool:
-    return ev.report.outcome == "passed" and ev.report.score_us is not None
-
-
 def _save(fig, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -80,12 +77,13 @@ def _best_score(board: Blackboard, out: Path, label: str) -> Section:
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.2))
     xs, hs, scores, best, best_line = [], [], [], None, []
     for i, ev in enumerate(evals, 1):
-        if not _passed(ev):
+        score = ev.report.passed_score()
+        if score is None:
             continue
-        best = ev.report.score_us if best is None else min(best, ev.report.score_us)
+        best = score if best is None else min(best, score)
         xs.append(i)
         hs.append(ev.finished_at / 3600)
-        scores.append(ev.report.score_us)
+        scores.append(score)
         best_line.append(best)
     for ax, x, name in ((a, xs, "evaluations (in order of results)"), (b, hs, "campaign time (h)")):
         ax.scatter(x, scores, s=12, color="#9bb7d4", label="each passing kernel")
@@ -98,7 +96,7 @@ def _best_score(board: Blackboard, out: Path, label: str) -> Section:
     a.set_title(f"best score vs evaluations ({label})")
     b.set_title(f"best score vs campaign time ({label})")
     _save(fig, out / "best_score.png")
-    failed = sum(1 for e in evals if not _passed(e))
+    failed = len(evals) - len(scores)
     return Section("Best score", "best_score.png",
                    f"<p>{len(evals)} evaluations, {failed} failed; lower is better ({label}).</p>")
 
@@ -106,9 +104,9 @@ def _best_score(board: Blackboard, out: Path, label: str) -> Section:
 def _per_shape(board: Blackboard, out: Path, label: str, st: status_mod.Status) -> Section:
     if st.best is None:
         return Section("Per-shape speed-up of the best kernel", None, "<p>No passing evaluation.</p>")
-    best = board.evaluation_for(st.best.kernel_id).report.shapes
-    seed_k = next((k for k in board.kernels() if k.author == "seed"), None)
-    seed = board.evaluation_for(seed_k.id) if seed_k else None
+    best_ev = board.evaluation_for(st.best.kernel_id)
+    best = best_ev.report.shapes if best_ev is not None else []
+    seed = seed_evaluation(board)
     ref = board.campaign().reference
     labels, vs_seed, vs_ref = [], [], []
     for i, s in enumerate(best):
@@ -128,8 +126,8 @@ def _per_shape(board: Blackboard, out: Path, label: str, st: status_mod.Status) 
     ax.legend()
     ax.grid(axis="y", alpha=0.3)
     _save(fig, out / "per_shape.png")
-    rows = "".join(f"<tr><td>{html.escape(l)}</td><td>{_x(s)}</td><td>{_x(r)}</td></tr>"
-                   for l, s, r in zip(labels, vs_seed, vs_ref))
+    rows = "".join(f"<tr><td>{html.escape(name)}</td><td>{_x(s)}</td><td>{_x(r)}</td></tr>"
+                   for name, s, r in zip(labels, vs_seed, vs_ref))
     table = (f"<table><tr><th>shape</th><th>vs seed ({label})</th><th>vs reference ({label})</th></tr>"
              f"{rows}</table>")
     return Section("Per-shape speed-up of the best kernel", "per_shape.png", table)
@@ -266,28 +264,9 @@ def _evaluator(board: Blackboard, out: Path, label: str) -> Section:
 
 
 def llm_usage(board: Blackboard) -> list[LlmUsage] | None:
-    """LLM-usage rows if this blackboard has any (schema v2's ``llm_call`` table), else None.
-
-    Prefers the store's accessor (``Blackboard.llm_calls``); for a store without one it looks an
-    LLM table up in ``sqlite_master`` and reads each row's JSON body into ``LlmUsage``, so the report
-    also reads files written by other versions of the schema.
-    """
-    accessor = getattr(board, "llm_calls", None)
-    if callable(accessor):
-        rows = [msgspec.convert(r, LlmUsage, from_attributes=True) for r in accessor()]
-        return rows or None
-    conn = sqlite3.connect(f"file:{board.path}?mode=ro", uri=True)
-    try:
-        names = sorted(n for (n,) in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%llm%'"))
-        for name in names:
-            if "body" in [c[1] for c in conn.execute(f"PRAGMA table_info({name})")]:
-                rows = [msgspec.json.decode(body, type=LlmUsage)
-                        for (body,) in conn.execute(f"SELECT body FROM {name}")]
-                return rows or None
-        return None
-    finally:
-        conn.close()
+    """The campaign's LLM exchanges as usage rows, or None when it asked no language model."""
+    rows = [msgspec.convert(r, LlmUsage, from_attributes=True) for r in board.llm_calls()]
+    return rows or None
 
 
 def _llm(board: Blackboard, out: Path) -> Section | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
-from blackboard import Blackboard, Evaluation, KernelState, metrics
+from blackboard import Blackboard, Evaluation, KernelState, metrics, seed_evaluation, seed_score
 from evaluator import geomean
 
 
@@ -46,36 +46,31 @@ class Status(msgspec.Struct, frozen=True):
     predictions: metrics.Calibration | None = None  # predicted vs observed uplift (blackboard.metrics)
 
 
-CLOSING = "campaign over"  # how the runner's last message starts (kernel_scientist/campaign.py)
-
-
 def finished_at(board: Blackboard) -> float | None:
-    """The campaign time at which the campaign closed, or None while it runs (or was stopped
-    before its end: a resumable campaign)."""
+    """The campaign time at which the campaign closed (its latest message is the runner's
+    "closing" one), or None while it runs (or was stopped before its end: a resumable campaign)."""
     last = board.last_message()
-    if last is not None and last.agent == "runner" and last.text.startswith(CLOSING):
-        return last.at
-    return None
-
-
-def _passed(ev: Evaluation) -> bool:
-    return ev.report.outcome == "passed" and ev.report.score_us is not None
+    if last is None:
+        return None
+    # Files written before the "closing" kind marked the end with an "info" line of this text.
+    legacy = last.kind == "info" and last.agent == "runner" and last.text.startswith("campaign over")
+    return last.at if last.kind == "closing" or legacy else None
 
 
 def status(board: Blackboard, top: int = 10) -> Status:
     campaign = board.campaign()
     evals = board.evaluations()
     kernels = {k.id: k for k in board.kernels()}
-    seed_ev = next((e for e in evals if kernels[e.kernel_id].author == "seed"), None)
-    seed_us = seed_ev.report.score_us if seed_ev and _passed(seed_ev) else None
+    seed_us = seed_score(board)
     ref_us = campaign.reference.score_us if campaign.reference else None
     entries = []
-    for ev in sorted((e for e in evals if _passed(e)), key=lambda e: e.report.score_us):
+    scored = [(score, ev) for ev in evals if (score := ev.report.passed_score()) is not None]
+    for score, ev in sorted(scored, key=lambda pair: pair[0]):
         k = kernels[ev.kernel_id]
         entries.append(Entry(
-            kernel_id=k.id, score_us=round(ev.report.score_us, 3),
-            speedup_vs_seed=round(seed_us / ev.report.score_us, 3) if seed_us else None,
-            speedup_vs_reference=round(ref_us / ev.report.score_us, 3) if ref_us else None,
+            kernel_id=k.id, score_us=round(score, 3),
+            speedup_vs_seed=round(seed_us / score, 3) if seed_us else None,
+            speedup_vs_reference=round(ref_us / score, 3) if ref_us else None,
             author=k.author, summary=k.summary, parent_id=k.parent_id))
     prov = next((e.report.provenance for e in evals if _passed(e)), evals[0].report.provenance if evals else None)
     use = metrics.usage(campaign, evals, board.submissions(), board.evaluation_starts(), board.clock())
@@ -85,7 +80,7 @@ def status(board: Blackboard, top: int = 10) -> Status:
         utilisation=round(use.utilisation, 4), rate_used=round(use.rate_used, 4),
         predictions=metrics.calibration(board.hypotheses()),
         seed=campaign.seed, submissions=len(board.submissions()), evaluations=len(evals),
-        failed=sum(1 for e in evals if not _passed(e)),
+        failed=len(evals) - len(scored),
         rejected=len(board.kernels(KernelState.REJECTED)), best=entries[0] if entries else None,
         seed_score_us=seed_us, reference_score_us=ref_us,
         virtual_hours=round(board.clock() / 3600, 3) if campaign.virtual_time else 0.0,
@@ -143,8 +138,9 @@ def _fmt(v: float | None) -> str:
 
 
 def _per_shape(board: Blackboard, kernel_id: int) -> list[str]:
-    best = board.evaluation_for(kernel_id).report.shapes
-    seed = next((board.evaluation_for(k.id) for k in board.kernels() if k.author == "seed"), None)
+    best_ev = board.evaluation_for(kernel_id)
+    best = best_ev.report.shapes if best_ev is not None else []
+    seed = seed_evaluation(board)
     ref = board.campaign().reference
     out = []
     for i, s in enumerate(best):

@@ -20,7 +20,7 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import msgspec
 
@@ -116,7 +116,7 @@ def plan(scenario: Path, axes: list[Axis], seeds: int, out: Path, overrides: lis
 
 def command(scenario: Path, run: Run, overrides: list[str]) -> list[str]:
     sets = [*overrides, *(f"{k}={v}" for k, v in run.setting.items()), f"campaign.seed={run.seed}"]
-    return [sys.executable, "-m", "kernel_scientist.cli", "run", str(scenario), "--db", run.db, "--quiet",
+    return [sys.executable, "-m", "kernel_scientist", "run", str(scenario), "--db", run.db, "--quiet",
             *itertools.chain.from_iterable(("--set", s) for s in sets)]
 
 
@@ -194,7 +194,7 @@ def plot(summary: SweepSummary, path: Path) -> Path:
     xs = list(range(len(names)))
     fig, (a, b) = plt.subplots(1, 2, figsize=(max(11, len(names) * 1.6), 5))
     for i, s in enumerate(summary.settings):
-        if s.best_us_mean is not None:
+        if s.best_us_mean is not None and s.best_us_min is not None and s.best_us_max is not None:
             a.errorbar([i], [s.best_us_mean], yerr=[[s.best_us_mean - s.best_us_min],
                                                     [s.best_us_max - s.best_us_mean]],
                        fmt="o", color="#1f4e79", capsize=5)

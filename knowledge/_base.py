@@ -9,12 +9,13 @@ rather than a guess, because a silently wrong rewrite would waste a scarce GPU e
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, TypeVar, cast
 
 import msgspec
 
 Category = Literal["tiling", "parallelism", "memory", "precision", "schedule", "tuning", "crossover"]
 Param = int | float | str | bool
+T = TypeVar("T", bound=Param)  # one type of parameter value
 
 
 class Variant(msgspec.Struct, frozen=True):
@@ -51,7 +52,7 @@ class Technique:
         prior says, where one form was measured against another (0 where nothing was)."""
         return 0.0
 
-    def for_vendor(self, vendor: str) -> "Technique":
+    def for_vendor(self, vendor: str) -> Technique:
         """This technique as it applies to one vendor's GPUs (forms and priors measured there).
         Most techniques are the same everywhere."""
         return self
@@ -84,13 +85,14 @@ class Technique:
         fresh = [v for v in candidates if current is None or not _same(v.params, current)]
         return fresh[:limit]
 
-    def _param(self, params: dict[str, Param], key: str, allowed: tuple) -> Param:
+    def _param(self, params: dict[str, Param], key: str, allowed: tuple[T, ...]) -> T:
+        """``params[key]``, which must be one of ``allowed`` (so it has their type)."""
         if key not in params:
             raise NotApplicable(f"{self.name}: missing parameter {key!r} (allowed values {allowed})")
         value = params[key]
         if value not in allowed or isinstance(value, bool) != any(isinstance(a, bool) for a in allowed):
             raise NotApplicable(f"{self.name}: {key}={value!r} is not one of {allowed}")
-        return value
+        return cast(T, value)
 
     def __repr__(self) -> str:
         return f"<technique {self.name}>"

@@ -169,9 +169,9 @@ def read_tunables(source: str) -> dict[str, int]:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             target = node.targets[0].id
             if target.isupper() and isinstance(node.value, ast.Constant):
-                value = node.value.value
-                if isinstance(value, int) and not isinstance(value, bool):
-                    found[target] = value
+                constant = node.value.value
+                if isinstance(constant, int) and not isinstance(constant, bool):
+                    found[target] = constant
     return found
 
 

@@ -3,7 +3,7 @@ the task's ranked shapes, with the PyTorch reference, torch's block-scaled ``_sc
 making a and b K-contiguous) and the seed kernel in the same run. Prints per shape and geometric
 mean, pass/fail, and the fraction of the speed of light; writes everything as JSON.
 
-Protocols, from the same timed calls (``evaluator._gpu_harness.time_shape``: fresh inputs and an
+Protocols, from the same timed calls (``evaluator.harness.time_shape``: fresh inputs and an
 L2 flush before every call, every output checked against the reference with the task's
 tolerance, a failed check recorded and timing continued so a fast but wrong method still gets a
 time): ``leaderboard`` is the host clock between two device-wide synchronizes around one call,
@@ -30,13 +30,12 @@ import time
 from datetime import date
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parent.parent  # the checkout, for the default task folder
 
 
 def _kernel_from_source(what: str, source: str):
     """The submission's custom_kernel, imported from its own temporary folder."""
-    from evaluator._task import import_submission
+    from evaluator.harness import import_submission
 
     fn = import_submission(source, Path(tempfile.mkdtemp()))
     if fn is None:
@@ -78,7 +77,7 @@ def _do_bench(fn, ref, shape) -> float:
     256 MB buffer between calls), in us."""
     import triton
 
-    from evaluator._rundir import generate_input
+    from evaluator.harness import generate_input
 
     data = generate_input(ref, shape, "cuda")
     return round(1000 * triton.testing.do_bench(lambda: fn(data), warmup=5, rep=25), 2)
@@ -109,17 +108,7 @@ def _with_unseen_shapes(task, count: int, seed: int):
     return msgspec.structs.replace(task, benchmarks=shapes)
 
 
-def main() -> int:
-    import torch
-
-    from blackboard import open_existing
-    from evaluator import DEVICES, geomean, load_task, speed_of_light_us
-    from evaluator._gpu_harness import time_shape
-    from evaluator._devices import l2_flush_bytes
-    from evaluator._local import device_spec_for
-    from evaluator._task import import_reference
-    from evaluator._wire import GpuRequest
-
+def _arguments() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("files", nargs="*", type=Path, help="submission files to benchmark")
     p.add_argument("--task", type=Path, default=ROOT / "evaluator" / "tasks" / "amd_fp8_mm")
@@ -138,14 +127,14 @@ def main() -> int:
     p.add_argument("--unseen", type=int, default=0, metavar="N",
                    help="time N random shapes nobody tuned for instead of the ranked ones (GEMM tasks)")
     p.add_argument("--unseen-seed", type=int, default=1)
-    args = p.parse_args()
+    return p.parse_args()
 
-    task = load_task(args.task)
-    if args.unseen:
-        task = _with_unseen_shapes(task, args.unseen, args.unseen_seed)
-    ref = import_reference(task.modules)
-    gpu = torch.cuda.get_device_name(0)
-    spec = DEVICES[device_spec_for(gpu)]
+
+def _methods(args: argparse.Namespace, task, ref) -> dict:
+    """What to time, by name: the anchors (less --skip), the files, the blackboards' kernels."""
+    from blackboard import open_existing
+    from kernel_scientist import status
+
     methods = {"reference": ref.ref_kernel, "scaled_mm": _scaled_mm,
                "seed": _kernel_from_source("the seed", task.seed_source)}
     for anchor in filter(None, args.skip.split(",")):
@@ -156,69 +145,70 @@ def main() -> int:
             raise SystemExit(f"bench_leaderboard: {path} is not a file")
         methods[path.stem] = _kernel_from_source(str(path), path.read_text())
     for db in args.db:
-        from kernel_scientist import status
-
         with open_existing(db) as board:
             kid = (args.kernel if len(args.db) == 1 else None) or status.status(board).best.kernel_id
             label = f"kernel {kid}" if len(args.db) == 1 else f"{db.stem}:{kid}"
             methods[label] = _kernel_from_source(f"{db} kernel {kid}", board.kernel(kid).source)
-    req = GpuRequest(source="", modules=task.modules, tests=[], benchmarks=task.benchmarks,
-                     max_calls=args.max_calls, shape_budget_s=args.budget, meta=task.meta)
-    flush = torch.empty(l2_flush_bytes(spec) // 4, dtype=torch.float32, device="cuda")
-    rows: dict[str, list[dict]] = {}
-    for name, fn in methods.items():
-        rows[name] = []
-        for shape in task.benchmarks:
-            try:
-                samples, failure = time_shape(fn, ref, shape, req, flush, stop_on_failure=False,
-                                              guard=name not in ("reference", "scaled_mm"))
-                t = sum(samples.event_us) / len(samples.event_us)
-                host = sum(samples.host_us) / len(samples.host_us)
-                work = sum(samples.call_us) / len(samples.call_us)
-                rows[name].append({"shape": shape.label(), "us": round(t, 2), "leaderboard_us": round(host, 2),
-                                   "host_work_us": round(work, 2),
-                                   # the median too: rare long pauses (a garbage collection) move
-                                   # the mean, a steady per-call cost moves both
-                                   "host_work_median_us": round(statistics.median(samples.call_us), 2),
-                                   "passed": failure is None,
-                                   "calls": len(samples.event_us), "failure": failure})
-            except Exception as exc:  # a method that cannot run at all on this stack
-                rows[name].append({"shape": shape.label(), "us": None, "passed": False, "calls": 0,
-                                   "failure": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"})
-            if args.same_inputs and rows[name][-1]["us"] is not None:
-                same, _ = time_shape(fn, ref, shape, req, flush, stop_on_failure=False,
-                                     guard=name not in ("reference", "scaled_mm"), fresh=False)
-                rows[name][-1]["same_inputs_us"] = round(sum(same.event_us) / len(same.event_us), 2)
-            if args.do_bench and rows[name][-1]["us"] is not None:
-                rows[name][-1]["do_bench_us"] = _do_bench(fn, ref, shape)
-            print(f"  {name:>12} {shape.label():>16}: {rows[name][-1].get('leaderboard_us')} us "
-                  f"(do_bench {rows[name][-1].get('do_bench_us')}) "
-                  f"{'pass' if rows[name][-1]['passed'] else 'FAIL'}", flush=True)
-    sol = {s.label(): speed_of_light_us(s, spec) for s in task.benchmarks}
-    summary = {}
-    for name, r in rows.items():
-        times = [x["us"] for x in r if x["us"]]
-        quick = [x["do_bench_us"] for x in r if x.get("do_bench_us")]
-        hosts = [x["leaderboard_us"] for x in r if x.get("leaderboard_us")]
-        works = [x["host_work_us"] for x in r if x.get("host_work_us")]
-        sames = [x["same_inputs_us"] for x in r if x.get("same_inputs_us")]
-        summary[name] = {"geomean_us": round(geomean(times), 2)
-                         if len(times) == len(r) else None,
-                         "leaderboard_geomean_us": round(geomean(hosts), 2) if len(hosts) == len(r) else None,
-                         "host_work_geomean_us": round(geomean(works), 2) if len(works) == len(r) else None,
-                         "same_inputs_geomean_us": round(geomean(sames), 2) if len(sames) == len(r) else None,
-                         "do_bench_geomean_us": round(geomean(quick), 2)
-                         if quick and len(quick) == len(r) else None,
-                         "passed_shapes": sum(x["passed"] for x in r), "shapes": len(r)}
-    import triton
+    return methods
 
-    result = {"date": date.today().isoformat(), "gpu": gpu, "torch": str(torch.__version__), "triton": str(triton.__version__),
-              "cuda": torch.version.cuda, "hip": torch.version.hip, "method": __doc__.split("\n\n")[1].replace("\n", " "),
-              "speed_of_light_geomean_us": round(geomean(list(sol.values())), 2),
-              "summary": summary, "rows": rows, "at": time.time()}
-    args.out.write_text(json.dumps(result, indent=1))
+
+def _time_method(name: str, fn, task, ref, req, flush, args: argparse.Namespace) -> list[dict]:
+    """One method on every ranked shape: the leaderboard protocol, and the diagnoses asked for."""
+    from evaluator.harness import time_shape
+
+    rows: list[dict] = []
+    for shape in task.benchmarks:
+        try:
+            samples, failure = time_shape(fn, ref, shape, req, flush, stop_on_failure=False,
+                                          guard=name not in ("reference", "scaled_mm"))
+            t = sum(samples.event_us) / len(samples.event_us)
+            host = sum(samples.host_us) / len(samples.host_us)
+            work = sum(samples.call_us) / len(samples.call_us)
+            rows.append({"shape": shape.label(), "us": round(t, 2), "leaderboard_us": round(host, 2),
+                         "host_work_us": round(work, 2),
+                         # the median too: rare long pauses (a garbage collection) move
+                         # the mean, a steady per-call cost moves both
+                         "host_work_median_us": round(statistics.median(samples.call_us), 2),
+                         "passed": failure is None,
+                         "calls": len(samples.event_us), "failure": failure})
+        except Exception as exc:  # a method that cannot run at all on this stack
+            rows.append({"shape": shape.label(), "us": None, "passed": False, "calls": 0,
+                         "failure": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"})
+        if args.same_inputs and rows[-1]["us"] is not None:
+            same, _ = time_shape(fn, ref, shape, req, flush, stop_on_failure=False,
+                                 guard=name not in ("reference", "scaled_mm"), fresh=False)
+            rows[-1]["same_inputs_us"] = round(sum(same.event_us) / len(same.event_us), 2)
+        if args.do_bench and rows[-1]["us"] is not None:
+            rows[-1]["do_bench_us"] = _do_bench(fn, ref, shape)
+        print(f"  {name:>12} {shape.label():>16}: {rows[-1].get('leaderboard_us')} us "
+              f"(do_bench {rows[-1].get('do_bench_us')}) "
+              f"{'pass' if rows[-1]['passed'] else 'FAIL'}", flush=True)
+    return rows
+
+
+def _summary(r: list[dict]) -> dict:
+    """One method's geometric means (None where a shape has no time) and how many shapes passed."""
+    from evaluator import geomean
+
+    times = [x["us"] for x in r if x["us"]]
+    quick = [x["do_bench_us"] for x in r if x.get("do_bench_us")]
+    hosts = [x["leaderboard_us"] for x in r if x.get("leaderboard_us")]
+    works = [x["host_work_us"] for x in r if x.get("host_work_us")]
+    sames = [x["same_inputs_us"] for x in r if x.get("same_inputs_us")]
+    return {"geomean_us": round(geomean(times), 2)
+            if len(times) == len(r) else None,
+            "leaderboard_geomean_us": round(geomean(hosts), 2) if len(hosts) == len(r) else None,
+            "host_work_geomean_us": round(geomean(works), 2) if len(works) == len(r) else None,
+            "same_inputs_geomean_us": round(geomean(sames), 2) if len(sames) == len(r) else None,
+            "do_bench_geomean_us": round(geomean(quick), 2)
+            if quick and len(quick) == len(r) else None,
+            "passed_shapes": sum(x["passed"] for x in r), "shapes": len(r)}
+
+
+def _print_table(result: dict, task, sol: dict, args: argparse.Namespace) -> None:
+    rows, summary = result["rows"], result["summary"]
     names = list(rows)
-    print(f"\n{gpu}, torch {torch.__version__}, triton {triton.__version__} ({result['date']}); "
+    print(f"\n{result['gpu']}, torch {result['torch']}, triton {result['triton']} ({result['date']}); "
           "us per call, leaderboard protocol (host clock)")
     print(f"{'shape':>16} " + " ".join(f"{n:>14}" for n in names) + f" {'SoL':>8}")
     for i, shape in enumerate(task.benchmarks):
@@ -242,6 +232,35 @@ def main() -> int:
         f"{'n/a' if not summary[n][best] else format(100 * sol_geo / summary[n][best], '.1f'):>14}" for n in names)
           + f"   (speed of light / {'do_bench' if args.do_bench else 'events'} geomean)")
     print(f"{'passed':>16} " + " ".join(f"{summary[n]['passed_shapes']:>11}/{summary[n]['shapes']}" for n in names))
+
+
+def main() -> int:
+    import torch
+    import triton
+
+    from evaluator import geomean, load_task, spec_for, speed_of_light_us
+    from evaluator.harness import GpuRequest, import_reference, l2_flush_bytes
+
+    args = _arguments()
+    task = load_task(args.task)
+    if args.unseen:
+        task = _with_unseen_shapes(task, args.unseen, args.unseen_seed)
+    ref = import_reference(task.modules)
+    gpu = torch.cuda.get_device_name(0)
+    spec = spec_for(gpu)
+    methods = _methods(args, task, ref)
+    req = GpuRequest(source="", modules=task.modules, tests=[], benchmarks=task.benchmarks,
+                     max_calls=args.max_calls, shape_budget_s=args.budget, meta=task.meta)
+    flush = torch.empty(l2_flush_bytes(spec) // 4, dtype=torch.float32, device="cuda")
+    rows = {name: _time_method(name, fn, task, ref, req, flush, args) for name, fn in methods.items()}
+    sol = {s.label(): speed_of_light_us(s, spec) for s in task.benchmarks}
+    summary = {name: _summary(r) for name, r in rows.items()}
+    result = {"date": date.today().isoformat(), "gpu": gpu, "torch": str(torch.__version__), "triton": str(triton.__version__),
+              "cuda": torch.version.cuda, "hip": torch.version.hip, "method": __doc__.split("\n\n")[1].replace("\n", " "),
+              "speed_of_light_geomean_us": round(geomean(list(sol.values())), 2),
+              "summary": summary, "rows": rows, "at": time.time()}
+    args.out.write_text(json.dumps(result, indent=1))
+    _print_table(result, task, sol, args)
     return 0
 
 

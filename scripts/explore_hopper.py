@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
@@ -23,11 +22,9 @@ import torch
 import triton
 import triton.language as tl
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from evaluator import geomean
 
-from evaluator import geomean  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 RTOL, ATOL = 2e-2, 1e-3
 CONFIGS = [(128, 128, 8, 3), (128, 128, 8, 4), (64, 128, 4, 4), (128, 64, 4, 4), (64, 64, 4, 4),
@@ -345,16 +342,16 @@ def main() -> int:
     p.add_argument("--variants", default="pre_ws,pre_ws_hd,pre_ws_stc,pre_ws_k64,pre_ws_k64_stc,pre_ws_two,inreg_ws_k64")
     p.add_argument("--configs", default="", help="BMxBNxWARPSxSTAGES,... (default: the built-in list)")
     args = p.parse_args()
-    sys.path.insert(0, str(ROOT / "evaluator" / "tasks" / "amd_fp8_mm"))
-    sys.path.insert(0, str(ROOT / "evaluator" / "tasks"))
-    import reference as ref  # noqa: PLC0415
-    import yaml  # noqa: PLC0415
+    from evaluator import load_task
+    from evaluator.harness import import_reference
+
+    task = load_task(ROOT / "evaluator" / "tasks" / "amd_fp8_mm")
+    ref = import_reference(task.modules)
 
     device = "cpu" if args.smoke else "cuda"
     if not args.smoke:
         triton.set_allocator(_alloc)
-    spec = yaml.safe_load((ROOT / "evaluator/tasks/amd_fp8_mm/task.yml").read_text())
-    shapes = [(b["m"], b["n"], b["k"], b["seed"]) for b in spec["benchmarks"]]
+    shapes = [(b.m, b.n, b.k, b.seed) for b in task.benchmarks]
     if args.smoke:
         shapes = [(128, 192, 256, 1), (64, 128, 128, 2), (64, 128, 1024, 3)]
     variants = args.variants.split(",")
@@ -373,7 +370,7 @@ def main() -> int:
         for (m, n, k), (data, _) in inputs.items():
             a16 = data[0].to(torch.float16).contiguous()
             b16 = data[1].to(torch.float16).contiguous()
-            anchors[f"{m}x{n}x{k}"] = triton.testing.do_bench(lambda: a16 @ b16.T, warmup=10, rep=40) * 1e3
+            anchors[f"{m}x{n}x{k}"] = triton.testing.do_bench(lambda: a16 @ b16.T, warmup=10, rep=40) * 1e3  # noqa: B023
         print(f"anchor cuBLAS fp16 (no scales, K-contiguous) geomean {geomean(list(anchors.values())):.1f} us",
               flush=True)
     if not args.smoke:
@@ -385,7 +382,7 @@ def main() -> int:
             probes[f"{name} 64x64x128"] = (lambda f: (lambda: f(small)))(make(name, (64, 64, 4, 4)))
         for name, probe in probes.items():
             probe()
-            anchors[f"host floor: {name}"] = leaderboard_us(lambda _: probe(), None, flush, calls=200)
+            anchors[f"host floor: {name}"] = leaderboard_us(lambda _: probe(), None, flush, calls=200)  # noqa: B023
             print(f"host floor: {name}: {anchors[f'host floor: {name}']:.1f} us", flush=True)
     for variant in variants:
         configs = [tuple(int(x) for x in c.split("x")) for c in args.configs.split(",")] if args.configs else CONFIGS
@@ -406,7 +403,7 @@ def main() -> int:
                 ok = bool(((out - want).abs() <= ATOL + RTOL * want.abs()).all())
                 bad += not ok
                 if not args.smoke:
-                    per[label] = triton.testing.do_bench(lambda: fn(data), warmup=10, rep=40) * 1e3
+                    per[label] = triton.testing.do_bench(lambda: fn(data), warmup=10, rep=40) * 1e3  # noqa: B023
                     lb[label] = leaderboard_us(fn, data, flush)
             row = {"variant": variant, "config": cfg, "failed_shapes": bad, "error": err, "do_bench": per,
                    "leaderboard": lb}

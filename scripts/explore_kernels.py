@@ -36,11 +36,9 @@ import torch
 import triton
 import triton.language as tl
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from evaluator import geomean
 
-from evaluator import geomean  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 MODES = {"precise": 0, "sub32": 1, "sub64": 2, "bf16": 3, "fp16": 4, "fast": 5, "fp16x2": 6}
 # (BLOCK_M, BLOCK_N, num_warps, num_stages), cheapest to compile first.
@@ -169,7 +167,7 @@ def summarise(rows: list[dict], shapes: list[str]) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     from evaluator import load_task
-    from evaluator._task import import_reference
+    from evaluator.harness import import_reference
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--task", type=Path, default=ROOT / "evaluator" / "tasks" / "amd_fp8_mm")
@@ -216,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
                 row["mismatched"] = int(bad.sum())
                 row["passed"] = row["mismatched"] == 0
                 if not args.smoke:
-                    row["us"] = round(1000 * triton.testing.do_bench(lambda: fn(data), warmup=5, rep=20), 2)
+                    row["us"] = round(1000 * triton.testing.do_bench(lambda: fn(data), warmup=5, rep=20), 2)  # noqa: B023
             except Exception as exc:  # out of shared memory, a compiler limit: record and go on
                 row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
                 rows.append(row)

@@ -23,11 +23,9 @@ from pathlib import Path
 import anyio
 import msgspec
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a file from anywhere
-    sys.path.insert(0, str(ROOT))
+from blackboard import EvalReport, Outcome
 
-from blackboard.records import EvalReport, Outcome  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 _HEADER = re.compile(r"#\s*attack:\s*(?P<name>\S+)\s+—\s+expected:\s*(?P<outcome>\w+)\s*(?P<reason>.*)")
 _GPU_LINE = re.compile(r"#\s*gpu-defence:\s*(?P<text>.*)")

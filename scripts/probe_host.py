@@ -26,8 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parent.parent  # the checkout, for the default task folder
 
 
 def main() -> int:
@@ -47,8 +46,7 @@ def main() -> int:
     import torch
 
     from evaluator import load_task
-    from evaluator._rundir import generate_input, import_reference, import_submission
-    from evaluator._values import prefill_output
+    from evaluator.harness import generate_input, import_reference, import_submission, prefill_output
 
     task = load_task(args.task)
     ref = import_reference(task.modules)

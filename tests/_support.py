@@ -11,7 +11,7 @@ SCENARIOS = ROOT / "scenarios"
 
 def cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None):
     """Run the real console command in a subprocess, as a user would."""
-    return subprocess.run([sys.executable, "-m", "kernel_scientist.cli", *args], cwd=cwd or ROOT,
+    return subprocess.run([sys.executable, "-m", "kernel_scientist", *args], cwd=cwd or ROOT,
                           capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})})
 

@@ -1,7 +1,7 @@
 """The attack suite on the CPU: every submission in tests/attacks/ is stopped with a named reason.
 
 Each attack file's first line names the outcome and a reason substring the simulated backend must
-give (facts/evaluation-attacks.md has the table); the second names the GPU defence that stops it
+give (docs/evaluator-attacks.md has the table); the second names the GPU defence that stops it
 at run time (scripts/gpu_attacks.py runs the same folder through the local backend on a GPU). One
 backend serves the whole module, so every fault (segfault, hang, flood, out of memory) is followed
 by more candidates on the same sandbox, and the last tests check that honest kernels still pass.
@@ -168,7 +168,7 @@ class _ScriptedBackend:
 
 
 async def test_the_gpu_script_reruns_the_seed_on_the_same_gpu_after_each_fault():
-    def attack(name: str) -> "gpu_attacks.Attack":
+    def attack(name: str) -> gpu_attacks.Attack:
         return gpu_attacks.Attack(name=name, path="", outcome=Outcome.CRASH, reason="", gpu_defence="", source=name)
 
     log: list = []

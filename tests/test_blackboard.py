@@ -7,7 +7,7 @@ import pytest
 
 from blackboard import (
     SCHEMA_VERSION, Blackboard, BlackboardError, EvalReport, HypothesisState, Hypothesis, KernelState,
-    Outcome, Provenance, SubmissionState, TransitionError, Verdict, open_existing,
+    Outcome, Provenance, TransitionError, Verdict, open_existing,
 )
 
 PROV = Provenance(backend="test", simulated=True, device="none", timing_method="none")

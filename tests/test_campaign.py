@@ -51,7 +51,7 @@ def test_smoke_campaign_improves_and_reports(smoke):
         assert AGENTS <= speakers
         # Every message is also in the JSONL file beside the database, in the same order.
         lines = db.with_suffix(".jsonl").read_text().splitlines()
-        assert [json.loads(l)["id"] for l in lines] == [m.id for m in board.messages()]
+        assert [json.loads(line)["id"] for line in lines] == [m.id for m in board.messages()]
 
 
 def test_limits_never_exceeded(smoke):
@@ -107,15 +107,15 @@ def test_bad_seed_is_contained(tmp_path, name, body, reason):
 def _evaluation_lines(jsonl):
     if not jsonl.exists():
         return []
-    return [json.loads(l) for l in jsonl.read_text().splitlines() if '"kind":"evaluation"' in l]
+    return [json.loads(line) for line in jsonl.read_text().splitlines() if '"kind":"evaluation"' in line]
 
 
 def test_kill_9_and_resume_lose_and_repeat_nothing(tmp_path):
     db = tmp_path / "killed.sqlite"
     jsonl = db.with_suffix(".jsonl")
-    args = [sys.executable, "-m", "kernel_scientist.cli", "run", str(SCENARIOS / "smoke.toml"),
+    args = [sys.executable, "-m", "kernel_scientist", "run", str(SCENARIOS / "smoke.toml"),
             "--db", str(db), "--quiet", "--set", "campaign.hours=4"]
-    for round_, wanted in enumerate((3, 8)):
+    for wanted in (3, 8):
         proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 120
         while len(_evaluation_lines(jsonl)) < wanted and time.time() < deadline and proc.poll() is None:
@@ -127,7 +127,7 @@ def test_kill_9_and_resume_lose_and_repeat_nothing(tmp_path):
             before = {e.id: e for e in board.evaluations()}
         # Everything the log acknowledged is on the blackboard.
         assert {m["kernel_id"] for m in acknowledged} <= {e.kernel_id for e in before.values()}
-        args = [sys.executable, "-m", "kernel_scientist.cli", "resume", "--db", str(db), "--quiet"]
+        args = [sys.executable, "-m", "kernel_scientist", "resume", "--db", str(db), "--quiet"]
     result = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     with open_existing(db) as board:

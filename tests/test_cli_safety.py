@@ -165,7 +165,7 @@ def _evaluations(jsonl):
 def test_ctrl_c_is_one_line_exit_130_and_the_campaign_resumes(tmp_path):
     db = tmp_path / "stopped.sqlite"
     # Its own session, and SIGINT to the whole group: what a terminal does on Ctrl-C.
-    proc = subprocess.Popen([sys.executable, "-m", "kernel_scientist.cli", "run", str(SMOKE), "--db", str(db),
+    proc = subprocess.Popen([sys.executable, "-m", "kernel_scientist", "run", str(SMOKE), "--db", str(db),
                              "--quiet", "--set", "campaign.hours=2"], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -189,7 +189,7 @@ def test_ctrl_c_is_one_line_exit_130_and_the_campaign_resumes(tmp_path):
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     with open_existing(db) as board:
         assert board.clock() >= 2 * 3600
-        assert board.messages()[-1].text.startswith("campaign over")
+        assert board.messages()[-1].kind == "closing" and board.messages()[-1].text.startswith("campaign over")
 
 
 def test_version():

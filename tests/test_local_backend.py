@@ -97,7 +97,7 @@ def test_amd_knobs_are_passed_only_on_rocm(tmp_path, monkeypatch):
 
 
 def test_fp8_flavour_follows_the_platform(monkeypatch):
-    from evaluator._task import import_reference
+    from evaluator.harness import import_reference
 
     ref = import_reference(load_task(TASK).modules)
     monkeypatch.setattr(torch.version, "hip", "6.4.0")

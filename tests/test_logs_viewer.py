@@ -90,7 +90,7 @@ def test_bad_ids_are_one_line_and_exit_2(smoke_campaign, args, says):
 
 def test_follow_prints_what_another_process_writes(smoke_campaign, tmp_path):
     db = smoke_campaign.copy(tmp_path / "f.sqlite")
-    proc = subprocess.Popen([sys.executable, "-m", "kernel_scientist.cli", "logs", "--db", str(db),
+    proc = subprocess.Popen([sys.executable, "-m", "kernel_scientist", "logs", "--db", str(db),
                              "--follow", "--json", "--grep", "hello from the test"], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     guard = threading.Timer(30, proc.kill)  # a follower that never prints must not hang the suite

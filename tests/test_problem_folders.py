@@ -382,7 +382,7 @@ def test_evaluate_takes_the_policy_from_its_flag(tmp_path):
 
     file = tmp_path / "torch_at.py"
     file.write_text(TORCH_AT)
-    base = [sys.executable, "-m", "kernel_scientist.cli", "evaluate", str(file), "--task", str(FP8)]
+    base = [sys.executable, "-m", "kernel_scientist", "evaluate", str(file), "--task", str(FP8)]
     plain = subprocess.run(base, capture_output=True, text=True, timeout=600)
     assert plain.returncode == 0 and ": passed" in plain.stdout, plain.stdout + plain.stderr
     strict = subprocess.run(base + ["--own-kernel"], capture_output=True, text=True, timeout=600)

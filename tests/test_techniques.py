@@ -14,7 +14,6 @@ import pytest
 import torch
 
 import knowledge
-from knowledge import _regions as regions
 from knowledge import NotApplicable, Variant
 
 from test_task import TASK, load_submission, reference

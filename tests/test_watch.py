@@ -60,14 +60,14 @@ def test_watch_follows_another_process_and_exits_when_the_campaign_ends(smoke_ca
     db = smoke_campaign.copy(tmp_path / "live.sqlite")
     with Blackboard(db) as board:  # make it look unfinished: a later message than the closing one
         board.say(agent="runner", kind="info", at=board.clock(), text="resumed at 1.00 h")
-    proc = subprocess.Popen([sys.executable, "-m", "kernel_scientist.cli", "watch", "--db", str(db),
+    proc = subprocess.Popen([sys.executable, "-m", "kernel_scientist", "watch", "--db", str(db),
                              "--interval", "0.1", "--exit-when-done"], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(2.0)
         assert proc.poll() is None, proc.communicate()  # still following
         with Blackboard(db) as board:
-            board.say(agent="runner", kind="info", at=board.clock(), text="campaign over at 1.00 h: done")
+            board.say(agent="runner", kind="closing", at=board.clock(), text="campaign over at 1.00 h: done")
         out, err = proc.communicate(timeout=20)
     finally:
         if proc.poll() is None:

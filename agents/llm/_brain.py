@@ -7,7 +7,7 @@ sequence number.
 
 Time. A simulated campaign runs on trio's MockClock with autojump, and a task waiting on a real
 socket counts as idle there, so the clock would jump past deadlines while a request is on the wire
-(facts/stack-notes.md). On a MockClock the service therefore *holds* the clock (autojump off) and
+(docs/stack-pitfalls.md). On a MockClock the service therefore *holds* the clock (autojump off) and
 runs the exchange in a worker thread with its own trio loop on the wall clock, where the HTTP
 timeouts and retry-after sleeps are real seconds. Virtual time stands still during a call; the
 agent's modeled thinking latency is what the campaign clock is charged. Calls are then serialised
@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-from typing import Callable
+from collections.abc import Callable
 
 import anyio
 import msgspec
@@ -37,7 +37,7 @@ from . import _prompts, _wire
 from ._hygiene import clean, truncate
 from ._ledger import Ledger
 from ._transport import (
-    LLMReply, LLMRequest, Send, TransportError, TransportUnavailable, Usage, anthropic_sender, openai_sender,
+    LLMReply, LLMRequest, Send, StopReason, TransportError, TransportUnavailable, Usage, anthropic_sender, openai_sender,
 )
 
 ROLES = ("select", "design", "implement", "review")
@@ -92,7 +92,7 @@ class LLMService:
     def role(self, role: str) -> RoleConfig:
         return getattr(self.cfg, role)
 
-    def brain(self, agent: str) -> "LLMBrain":
+    def brain(self, agent: str) -> LLMBrain:
         return LLMBrain(self, agent)
 
     async def exchange(self, req: LLMRequest) -> LLMReply:
@@ -237,7 +237,8 @@ class LLMBrain:
                          attempts=recorded.attempts, permanent=recorded.permanent, replayed=True)
             error = TransportUnavailable if recorded.permanent else TransportError
             raise error(recorded.error, recorded.request_id, recorded.attempts)
-        stop = {"refused": "refusal", "truncated": "max_tokens"}.get(recorded.status, "end")
+        stops: dict[str, StopReason] = {"refused": "refusal", "truncated": "max_tokens"}
+        stop = stops.get(recorded.status, "end")
         return LLMReply(text=recorded.answer, stop=stop, stop_reason=recorded.stop_reason,
                         usage=Usage(recorded.input_tokens, recorded.output_tokens,
                                     recorded.cache_read_tokens, recorded.cache_write_tokens),

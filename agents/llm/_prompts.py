@@ -103,13 +103,13 @@ def review(view: ReviewView, cfg: LLMConfig) -> str:
         diff = diff or "(no change: the candidate is identical to its base)"
     else:
         diff = view.source
-    findings = "\n".join(f"- {f}" for f in view.static_findings)
+    findings = "\n".join(f"- {f.text()}" for f in view.static_findings)
     return template("review").substitute(
         plan=line(view.plan or "(the seed kernel: no plan)", cfg.text_chars),
         min_uplift=f"{view.min_uplift:+.1%}", max_uplift=f"{view.max_uplift:+.1%}",
         innovation=f"{view.innovation:.2f}", diff=fence(diff, cfg.source_chars, "diff"),
         findings=fence(findings, cfg.text_chars) if findings else "none",
-        prescreen=fence(view.prescreen, cfg.text_chars) if view.prescreen else "not run")
+        prescreen=fence(view.prescreen.text(), cfg.text_chars) if view.prescreen else "not run")
 
 
 def repair(problem: str) -> str:

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Awaitable, Callable, Literal
+from typing import Any, Literal
+from collections.abc import Awaitable, Callable
 
 import anyio
 import msgspec
@@ -149,7 +150,7 @@ def anthropic_sender(cfg: LLMConfig, api_key: str) -> Send:
         # The system prompt and the stage's instructions are the stable prefix: cache them.
         # This SDK's create() has no temperature argument: it goes in the body when configured.
         extra = {"temperature": req.temperature} if req.temperature is not None else None
-        kwargs = dict(model=req.model, max_tokens=req.max_tokens, extra_body=extra,
+        kwargs: dict[str, Any] = dict(model=req.model, max_tokens=req.max_tokens, extra_body=extra,
                       system=[{"type": "text", "text": req.system, "cache_control": {"type": "ephemeral"}}],
                       messages=req.messages)
 
@@ -176,8 +177,9 @@ def anthropic_sender(cfg: LLMConfig, api_key: str) -> Send:
             usage = Usage(input_tokens=u.input_tokens or 0, output_tokens=u.output_tokens or 0,
                           cache_read_tokens=u.cache_read_input_tokens or 0,
                           cache_write_tokens=u.cache_creation_input_tokens or 0)
-            stop = {"end_turn": "end", "stop_sequence": "end", "max_tokens": "max_tokens",
-                    "refusal": "refusal"}.get(message.stop_reason or "", "other")
+            stops: dict[str, StopReason] = {"end_turn": "end", "stop_sequence": "end", "max_tokens": "max_tokens",
+                                            "refusal": "refusal"}
+            stop = stops.get(message.stop_reason or "", "other")
             return LLMReply(text=text, stop=stop, stop_reason=message.stop_reason or "", usage=usage,
                             request_id=request_id)
 
@@ -251,7 +253,8 @@ def openai_sender(cfg: LLMConfig, api_key: str) -> Send:
                 choice = reply.choices[0]
                 finish = choice.finish_reason or ""
                 refused = bool(choice.message.refusal) or finish == "content_filter"
-                stop = "refusal" if refused else {"stop": "end", "length": "max_tokens"}.get(finish, "other")
+                finishes: dict[str, StopReason] = {"stop": "end", "length": "max_tokens"}
+                stop: StopReason = "refusal" if refused else finishes.get(finish, "other")
                 cached = (reply.usage.prompt_tokens_details.cached_tokens or 0) if reply.usage.prompt_tokens_details else 0
                 usage = Usage(input_tokens=reply.usage.prompt_tokens - cached,
                               output_tokens=reply.usage.completion_tokens, cache_read_tokens=cached)

@@ -27,13 +27,13 @@ class _Wire(msgspec.Struct, frozen=True, forbid_unknown_fields=False):
     pass
 
 
-class SelectAnswer(_Wire):
+class SelectAnswer(_Wire, frozen=True):
     base_id: int
     reason: str
     reference_id: int | None = None
 
 
-class PlanAnswer(_Wire):
+class PlanAnswer(_Wire, frozen=True):
     label: str
     plan: str
     changes: list[str]
@@ -44,18 +44,18 @@ class PlanAnswer(_Wire):
     params: Params = {}
 
 
-class ChosenAnswer(_Wire):
+class ChosenAnswer(_Wire, frozen=True):
     plan: int
     why: str
 
 
-class DesignAnswer(_Wire):
+class DesignAnswer(_Wire, frozen=True):
     avenues: list[str]
     plans: list[PlanAnswer]
     chosen: list[ChosenAnswer]
 
 
-class ReviewAnswer(_Wire):
+class ReviewAnswer(_Wire, frozen=True):
     approve: bool
     reasons: list[str]
     expected_value: Annotated[float, msgspec.Meta(ge=-10.0, le=10.0)]
@@ -127,7 +127,7 @@ def draft(text: str, entry_point: str = "custom_kernel") -> Draft:
         raise AnswerInvalid(f"the file does not parse: line {exc.lineno}: {exc.msg}") from None
     if f"def {entry_point}" not in source:
         raise AnswerInvalid(f"the file defines no {entry_point}(): it must keep the submission interface")
-    summary = next((l.split(":", 1)[1].strip() for l in text.splitlines() if l.upper().startswith("SUMMARY:")), "")
+    summary = next((ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.upper().startswith("SUMMARY:")), "")
     return Draft(source=source, summary=clean(summary)[:300] or "LLM rewrite")
 
 

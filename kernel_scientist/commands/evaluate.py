@@ -10,7 +10,7 @@ from pathlib import Path
 
 import msgspec
 
-from kernel_scientist.cli import natural_int, positive_float
+from ._args import UsageError, natural_int, positive_float
 
 DEFAULT_TASK = Path(__file__).resolve().parents[2] / "evaluator" / "tasks" / "amd_fp8_mm"
 
@@ -35,16 +35,15 @@ def add(sub) -> None:
 def _evaluate(args) -> int:
     import anyio
 
-    from evaluator import load_task
-    from kernel_scientist.backends import make_backend
-    from kernel_scientist.cli import UsageError
+    from blackboard.config import EvaluatorConfig
+    from evaluator import load_task, make_backend
 
     source = read_source(args.file, "submission")
     task = load_task(args.task)
-    backend = make_backend(args.backend, task, setting="--backend local", instead="--backend simulated",
-                           device=args.device, noise=0.0,
-                           timeout_s=args.timeout if args.timeout is not None else _default_timeout(),
-                           own_kernel=args.own_kernel)
+    cfg = EvaluatorConfig(backend=args.backend, device=args.device, noise=0.0,
+                          timeout_s=args.timeout if args.timeout is not None else _default_timeout(),
+                          own_kernel=args.own_kernel)
+    backend = make_backend(cfg, task, setting="--backend local", instead="--backend simulated")
 
     async def go():
         return await backend.evaluate(source, submission_id=0, secret_seed=args.seed)
@@ -68,8 +67,6 @@ def _default_timeout() -> float:
 
 def read_source(path: Path, what: str) -> str:
     """A Python source file the user named, or one line saying why it is not one."""
-    from kernel_scientist.cli import UsageError
-
     if path.is_dir():
         raise UsageError(f"{path}: is a folder; name the {what} file (a .py file)")
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from kernel_scientist.cli import positive_int
+from ._args import UsageError, positive_int, version
 
 
 def add(sub) -> None:
@@ -19,7 +19,6 @@ def add(sub) -> None:
 def _export(args) -> int:
     from blackboard import open_existing
     from kernel_scientist import export, status
-    from kernel_scientist.cli import UsageError, _version
 
     if args.out.is_dir():
         raise UsageError(f"--out {args.out}: is a folder; name the file to write, e.g. {args.out / 'submission.py'}")
@@ -33,7 +32,7 @@ def _export(args) -> int:
                 raise UsageError(f"{args.db}: no kernel has passed an evaluation yet; name one with --kernel")
             kernel_id = best.kernel_id
         try:
-            result = export.export(board, kernel_id, args.db.name, _version())
+            result = export.export(board, kernel_id, args.db.name, version())
         except KeyError:
             raise UsageError(f"{args.db}: no kernel {kernel_id} (kernels 1 to {len(board.kernels())})") from None
     args.out.write_text(result.text)

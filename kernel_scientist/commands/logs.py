@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernel_scientist.cli import positive_int
+from ._args import UsageError, positive_int
 
 
 def add(sub) -> None:
@@ -30,8 +30,6 @@ def _logs(args) -> int:
 
     from blackboard import open_existing
     from kernel_scientist import conversation as cv
-    from kernel_scientist.cli import UsageError
-
     try:
         hyp = cv.parse_hypothesis_ref(args.hypothesis) if args.hypothesis is not None else None
         if isinstance(args.thread, str):
@@ -68,8 +66,6 @@ def _check_filters(board, args, hypothesis_id: int | None) -> None:
     import typing
 
     from blackboard.records import MessageKind
-    from kernel_scientist.cli import UsageError
-
     kinds = typing.get_args(MessageKind)
     if args.kind is not None and args.kind not in kinds:
         raise UsageError(f"--kind {args.kind}: no such kind of message; kinds: {', '.join(kinds)}")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ._args import UsageError
+
 
 def add(sub) -> None:
     r = sub.add_parser("report", help="write an HTML report with plots of a campaign")
@@ -20,8 +22,6 @@ def _report(args) -> int:
     from kernel_scientist import report
 
     if args.out.exists() and not args.out.is_dir():
-        from kernel_scientist.cli import UsageError
-
         raise UsageError(f"--out {args.out}: exists and is not a folder")
     console = Console(stderr=True)
     with open_existing(args.db) as board, Progress(

@@ -4,27 +4,30 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ._args import add_overrides
+
 
 def add(sub) -> None:
     run = sub.add_parser("run", help="start a campaign from a scenario file")
     run.add_argument("scenario", type=Path)
     run.add_argument("--db", type=Path, help="blackboard file to create "
                      "(default: <campaign.out_dir>/<name>-seed<N>.sqlite)")
-    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                     help="override a scenario key, e.g. --set agents.engineers=4 (repeatable)")
-    run.add_argument("--quiet", action="store_true", help="do not print the conversation")
-    run.add_argument("--watch", action="store_true", help="show the live dashboard instead of the conversation")
+    add_overrides(run, "override a scenario key, e.g. --set agents.engineers=4 (repeatable)")
+    _add_views(run)
     run.add_argument("--learn-from", type=Path, nargs="+", default=[], metavar="DB",
                      help="earlier blackboards whose measured trials seed this campaign's findings and priors")
     run.set_defaults(handler=_run)
     res = sub.add_parser("resume", help="continue a campaign from its blackboard file")
     res.add_argument("--db", type=Path, required=True)
-    res.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                     help="retune a limit for this run, e.g. --set evaluator.in_flight=2 (repeatable; "
-                     "the seed, task, backend and brain are fixed)")
-    res.add_argument("--quiet", action="store_true", help="do not print the conversation")
-    res.add_argument("--watch", action="store_true", help="show the live dashboard instead of the conversation")
+    add_overrides(res, "retune a limit for this run, e.g. --set evaluator.in_flight=2 (repeatable; "
+                  "the seed, task, backend and brain are fixed)")
+    _add_views(res)
     res.set_defaults(handler=_resume)
+
+
+def _add_views(parser) -> None:
+    parser.add_argument("--quiet", action="store_true", help="do not print the conversation")
+    parser.add_argument("--watch", action="store_true", help="show the live dashboard instead of the conversation")
 
 
 def default_db(scenario) -> Path:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import msgspec
 
-from kernel_scientist.cli import positive_int
+from ._args import positive_int
 
 
 def add(sub) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from kernel_scientist.cli import positive_int
+from ._args import UsageError, add_overrides, positive_int
 
 
 def add(sub) -> None:
@@ -21,8 +21,7 @@ def add(sub) -> None:
                     "or auto; none: a cluster on this machine, else a new local one); see docs/ray.md")
     sw.add_argument("--out", type=Path, help="folder for the runs, sweep.json and sweep.png "
                     "(default: runs/sweep-<scenario name>)")
-    sw.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a scenario key in every run (repeatable)")
+    add_overrides(sw, "override a scenario key in every run (repeatable)")
     sw.set_defaults(handler=_sweep)
 
 
@@ -34,8 +33,6 @@ def _sweep(args) -> int:
 
     from blackboard import load_scenario
     from kernel_scientist import sweep
-    from kernel_scientist.cli import UsageError
-
     base = load_scenario(args.scenario, args.overrides)  # a broken scenario fails before any run
     axes = sweep.parse_vary(args.vary, args.scenario, args.overrides)
     out = args.out or Path(base.campaign.out_dir) / f"sweep-{base.campaign.name}"
@@ -78,7 +75,7 @@ def _sweep(args) -> int:
     for col in ("setting", "seeds", "best us", "vs seed", "evaluations", "utilisation", "rate used"):
         table.add_column(col, justify="left" if col == "setting" else "right")
     for s in summary.settings:
-        best = ("n/a" if s.best_us_mean is None
+        best = ("n/a" if s.best_us_mean is None or s.best_us_min is None or s.best_us_max is None
                 else f"{s.best_us_mean:.1f} ± {(s.best_us_max - s.best_us_min) / 2:.1f}")
         table.add_row(sweep.setting_label(s.setting), str(s.seeds), best,
                       "n/a" if s.speedup_vs_seed_mean is None else f"{s.speedup_vs_seed_mean:.2f}x",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernel_scientist.cli import positive_float, positive_int
+from ._args import UsageError, positive_float, positive_int
 
 
 def add(sub) -> None:
@@ -25,8 +25,6 @@ def _watch(args) -> int:
     from rich.console import Console
 
     from kernel_scientist import dashboard
-    from kernel_scientist.cli import UsageError
-
     if args.svg and not args.once:
         raise UsageError("--svg needs --once (it saves one frame)")
     if args.svg and args.svg.is_dir():

@@ -43,7 +43,7 @@ class AmdKnobs(Technique):
     def variants(self, source: str, reference: str | None = None) -> list[Variant]:
         candidates = []
         for choice in _CHOICES:
-            params = dict(zip(_KEYS, choice))
+            params: dict[str, Param] = dict(zip(_KEYS, choice))
             label = ", ".join(f"{key}={value}" for key, value in params.items())
             candidates.append(
                 self._variant(params, label, [f"on ROCm only, launch with {label}", "unchanged on CUDA and the CPU interpreter"])

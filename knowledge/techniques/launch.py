@@ -15,6 +15,7 @@ region-aware tile and launch techniques do the same job with the task's constrai
 from __future__ import annotations
 
 import ast
+from typing import TypeGuard, cast
 
 from .._base import NotApplicable, Param, Technique, Variant
 
@@ -34,15 +35,19 @@ def _sites(source: str, want) -> list[tuple[str, ast.Constant]]:
                 pairs = list(zip(target.elts, node.value.elts))
             else:
                 pairs = [(target, node.value)]
-            pairs = [(t, v) for t, v in pairs if isinstance(t, ast.Name)]
-            found += [(t.id, v) for t, v in pairs if _int(v) and want(t.id, "assign")]
+            found += [(t.id, v) for t, v in pairs if isinstance(t, ast.Name) and _int(v) and want(t.id, "assign")]
         elif isinstance(node, ast.keyword) and node.arg and _int(node.value) and want(node.arg, "keyword"):
             found.append((node.arg, node.value))
     return sorted(found, key=lambda s: (s[1].lineno, s[1].col_offset))
 
 
-def _int(node: ast.AST) -> bool:
+def _int(node: ast.AST) -> TypeGuard[ast.Constant]:
     return isinstance(node, ast.Constant) and type(node.value) is int
+
+
+def _value(site: ast.Constant) -> int:
+    """The integer a site holds (``_sites`` keeps integer constants only)."""
+    return cast(int, site.value)
 
 
 def _rewrite(source: str, sites: list[ast.Constant], value: int) -> str:
@@ -71,17 +76,17 @@ class BlockSize(Technique):
 
     def detect(self, source: str) -> dict[str, Param] | None:
         sites = _sites(source, lambda name, kind: kind == "assign" and name.upper().startswith("BLOCK"))
-        sites = [(n, c) for n, c in sites if c.value > 0 and c.value & (c.value - 1) == 0]
+        sites = [(n, c) for n, c in sites if _value(c) > 0 and _value(c) & (_value(c) - 1) == 0]
         if not sites:
             raise NotApplicable(f"{self.name}: no BLOCK* constant assigned a power of two")
-        return {name: c.value for name, c in sites}
+        return {name: _value(c) for name, c in sites}
 
     def variants(self, source: str, reference: str | None = None) -> list[Variant]:
         current = self.detect(source) or {}
         out = []
         for factor in (4, 2, 8, 0.5):
             for name, value in current.items():
-                new = int(value * factor)
+                new = int(int(value) * factor)
                 if 16 <= new <= 16384:
                     out.append(self._variant({"name": name, "value": new}, f"{name}={new}",
                                              [f"set {name} = {new} (was {value})"]))
@@ -109,7 +114,7 @@ class _LaunchKeyword(Technique):
         sites = _sites(source, lambda name, kind: kind == "keyword" and name == self.key)
         if not sites:
             raise NotApplicable(f"{self.name}: no launch passes {self.key}=<integer>")
-        return {self.key: sites[0][1].value}
+        return {self.key: _value(sites[0][1])}
 
     def variants(self, source: str, reference: str | None = None) -> list[Variant]:
         return self._fresh(source, [self._variant({self.key: v}, f"{self.key}={v}",
@@ -119,7 +124,7 @@ class _LaunchKeyword(Technique):
         self.detect(source)
         value = self._param(params, self.key, self.choices)
         sites = [c for _, c in _sites(source, lambda name, kind: kind == "keyword" and name == self.key)]
-        return _rewrite(source, sites, value)
+        return _rewrite(source, sites, int(value))
 
 
 class LaunchWarps(_LaunchKeyword):

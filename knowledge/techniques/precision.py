@@ -49,6 +49,13 @@ def _split_args(args: str) -> list[str]:
     return [part.strip() for part in parts if part.strip()]
 
 
+def _operand(arg: str) -> str:
+    """The name an argument of tl.dot starts with (the seed's dot takes plain names)."""
+    match = _OPERAND.match(arg)
+    assert match is not None
+    return match.group(1)
+
+
 def _dot_line(source: str) -> tuple[str, str, str, str]:
     """(line as written, lhs, operand a, operand b) of the single-line tl.dot in region dot."""
     require(source, "dot", why="accumulation_precision")
@@ -58,7 +65,7 @@ def _dot_line(source: str) -> tuple[str, str, str, str]:
             args = _split_args(match.group("args"))
             if len(args) < 2:
                 break
-            a, b = (_OPERAND.match(arg).group(1) for arg in args[:2])
+            a, b = (_operand(arg) for arg in args[:2])
             return line.strip(), match.group("lhs"), a, b
     raise NotApplicable("accumulation_precision: region dot has no single-line `x = tl.dot(a, b, ...)`")
 

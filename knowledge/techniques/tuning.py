@@ -193,6 +193,7 @@ class LeanHost(Technique):
         if len(opening) != 1 or len(spread) != 1:
             raise NotApplicable(f"{self.name}: region launch must hold one `kernel[grid](` call ending in `**cfg`")
         match = _JIT_LAUNCH.match(opening[0])
+        assert match is not None  # opening holds the lines it matches
         new = [f"{match['indent']}launch_cached({match['kernel']}, grid, cfg," if line is opening[0] else line
                for line in lines if line is not spread[0]]
         source = replace_body(source, "launch", "\n".join(new))

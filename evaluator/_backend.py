@@ -1,0 +1,83 @@
+"""The seam every evaluator backend fits, and the one place a backend is built from a scenario.
+
+The agents, the runner and the CLI see a backend only through ``Backend``: the simulated backend
+(CPU correctness, modelled time) and the local one (this machine's GPUs) both satisfy it, so a
+caller written against one runs against the other. ``make_backend`` turns the scenario's
+``[evaluator]`` table into one; the ``evaluate`` command builds that table from its options, so
+a campaign and a one-off evaluation choose and configure backends the same way.
+
+The local backend refuses to start on a machine without a GPU (its constructor raises
+``RuntimeError`` with the reason). That is the user's choice of backend, not a bug, so it becomes a
+``BackendUnavailable`` naming the setting that asked for it (``--backend local`` or
+``evaluator.backend = "local"``) before any file is created.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import TYPE_CHECKING, Protocol
+
+from blackboard.config import EvaluatorConfig
+from blackboard.records import EvalReport
+
+if TYPE_CHECKING:
+    from evaluator._devices import DeviceSpec
+    from evaluator._task import Task
+
+
+class Backend(Protocol):
+    """What the campaign needs of a backend. Use it as a context manager (it may own processes)."""
+
+    name: str  # "simulated" or "local", as recorded in every provenance
+    simulated: bool  # True: virtual time and modelled timings; False: the wall clock and measurements
+    device_name: str  # what reports print, e.g. "AMD Instinct MI300X (simulated)"
+    spec: DeviceSpec  # the device optimised for (its vendor picks the technique catalogue)
+
+    def __enter__(self) -> Backend: ...
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None: ...
+
+    async def evaluate(self, source: str, *, submission_id: int = 0, secret_seed: int = 0) -> EvalReport:
+        """The full judgement: correctness on the task's tests, then the ranked shapes' times."""
+        ...
+
+    async def prescreen(self, source: str) -> EvalReport:
+        """A cheap check before an evaluation is spent (never reaches the scarce service)."""
+        ...
+
+    def reference_report(self) -> EvalReport:
+        """The task's own reference implementation, timed the same way: the anchor of speed-ups."""
+        ...
+
+
+class BackendUnavailable(Exception):
+    """The chosen backend cannot run on this machine; the message says which setting and why."""
+
+
+def make_backend(cfg: EvaluatorConfig, task: Task, *, setting: str | None = None,
+                 instead: str = "evaluator.backend = 'simulated'") -> Backend:
+    """The backend ``cfg`` asks for, for ``task``. ``setting`` names where the choice was made and
+    ``instead`` what to use on a machine without a GPU, for the error message."""
+    from evaluator._local import LocalBackend
+    from evaluator._ray import ClusterError, RayBackend
+    from evaluator._simulated import SimulatedBackend
+
+    where = setting or f"evaluator.backend = '{cfg.backend}'"
+    if cfg.backend == "simulated":
+        return SimulatedBackend(task, device=cfg.device, noise=cfg.noise, timeout_s=cfg.timeout_s,
+                                own_kernel=cfg.own_kernel)
+    if cfg.backend == "ray":  # the cluster's own checks (reachable, big enough for in_flight) in one line
+        try:
+            return RayBackend(task, address=cfg.ray_address, in_flight=cfg.in_flight, timeout_s=cfg.timeout_s,
+                              max_calls=cfg.max_calls, shape_budget_s=cfg.shape_budget_s,
+                              device=cfg.harness_device, own_kernel=cfg.own_kernel)
+        except ClusterError as exc:
+            raise BackendUnavailable(f"{where}: {exc}") from None
+    try:
+        return LocalBackend(task, timeout_s=cfg.timeout_s, max_calls=cfg.max_calls,
+                            shape_budget_s=cfg.shape_budget_s, device=cfg.harness_device,
+                            own_kernel=cfg.own_kernel)
+    except RuntimeError as exc:  # no GPU visible: the constructor's reason, then our own advice
+        reason = str(exc).split(";")[0]
+        raise BackendUnavailable(f"{where}: {reason}; use {instead} on this machine") from None

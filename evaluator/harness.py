@@ -1,0 +1,17 @@
+"""The evaluator's parts that the helper programs in scripts/ build on (benchmarks against anchors,
+the host-path profiler, the model's calibration): the run directory, the GPU harness's timing loop
+and the model's per-launch times. Public so that the scripts need no private module; the agents
+use the package's own surface (``evaluator.__init__``) instead.
+"""
+
+from evaluator._devices import l2_flush_bytes
+from evaluator._gpu_harness import time_shape
+from evaluator._model import ModelInfeasible, launch_time_us, torch_op_time_us
+from evaluator._rundir import generate_input, import_reference, import_submission
+from evaluator._values import prefill_output
+from evaluator._wire import GpuRequest
+
+__all__ = [
+    "GpuRequest", "ModelInfeasible", "generate_input", "import_reference", "import_submission", "l2_flush_bytes",
+    "launch_time_us", "prefill_output", "time_shape", "torch_op_time_us",
+]

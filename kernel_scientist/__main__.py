@@ -1,0 +1,7 @@
+"""`python -m kernel_scientist`: the same command line as `kernel-scientist`."""
+
+import sys
+
+from kernel_scientist.cli import main
+
+sys.exit(main())

@@ -1,0 +1,48 @@
+"""What every command shares: the usage error, the number types of its options, the version."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+
+class UsageError(Exception):
+    """Bad input from the user; the message is one line saying what is wrong (exit code 2)."""
+
+
+def _number(kind: type[int] | type[float], low: float, strict: bool) -> Callable[[str], float]:
+    """An argparse type: a finite ``kind`` (int or float) above ``low`` (``strict``) or at least it."""
+    words = {int: "a whole number", float: "a number"}[kind]
+    bound = f"more than {low:g}" if strict else f"at least {low:g}"
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {words}") from None
+        if value != value or value in (float("inf"), float("-inf")) or value < low or (strict and value == low):
+            raise argparse.ArgumentTypeError(f"{text!r}: must be {words}, {bound}")
+        return value
+
+    parse.__name__ = f"{kind.__name__} {bound}"  # what argparse names in its own messages
+    return parse
+
+
+def add_overrides(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--set KEY=VALUE`` (repeatable) into ``args.overrides``: scenario keys changed for this run."""
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help)
+
+
+positive_int = _number(int, 1, strict=False)
+natural_int = _number(int, 0, strict=False)
+positive_float = _number(float, 0, strict=True)
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("kernel-scientist")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
