@@ -14,6 +14,19 @@ from .offline_brain import OfflineBrain
 from .theorist import Theorist
 
 __all__ = [
-    "SLOTS", "Agent", "Archivist", "Brain", "BrainError", "BrainUnavailable", "BudgetExhausted", "CampaignClock", "CannotImplement", "Context", "Critic",
-    "Engineer", "EvaluatorAgent", "OfflineBrain", "Theorist",
+    "SLOTS",
+    "Agent",
+    "Archivist",
+    "Brain",
+    "BrainError",
+    "BrainUnavailable",
+    "BudgetExhausted",
+    "CampaignClock",
+    "CannotImplement",
+    "Context",
+    "Critic",
+    "Engineer",
+    "EvaluatorAgent",
+    "OfflineBrain",
+    "Theorist",
 ]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import random
 import zlib
 from dataclasses import dataclass, field
+
 import anyio
 
 from blackboard import Blackboard, HypothesisState, KernelState, Scenario, SubmissionState
@@ -100,8 +101,11 @@ class Agent:
             self._retire("warning", f"{step}: {exc}; no more LLM work from {self.name}")
             return None
         except BrainUnavailable as exc:
-            self._retire("error", f"{step} failed: {exc}; waiting will not fix this, so {self.name} stops "
-                         "asking (fix it, then `kernel-scientist resume`)")
+            self._retire(
+                "error",
+                f"{step} failed: {exc}; waiting will not fix this, so {self.name} stops "
+                "asking (fix it, then `kernel-scientist resume`)",
+            )
             return None
         except BrainError as exc:
             self._failures += 1
@@ -109,9 +113,12 @@ class Agent:
             if self._failures >= PAUSE_AFTER:
                 cfg = self.ctx.scenario.llm
                 self._pause_due = min(cfg.max_pause_s, cfg.pause_s * 2 ** (self._failures - PAUSE_AFTER))
-                self.say("warning", f"{self._failures} failed brain steps in a row; {self.name} pauses "
-                         f"{_hms(self._pause_due)} before asking again (pauses double up to "
-                         f"{_hms(cfg.max_pause_s)})")
+                self.say(
+                    "warning",
+                    f"{self._failures} failed brain steps in a row; {self.name} pauses "
+                    f"{_hms(self._pause_due)} before asking again (pauses double up to "
+                    f"{_hms(cfg.max_pause_s)})",
+                )
             return None
         if self._failures >= PAUSE_AFTER:
             self.say("info", f"{self.name}'s brain answers again after {self._failures} failed steps")
@@ -157,9 +164,11 @@ class Agent:
     def pending(self) -> int:
         """Work waiting anywhere in the pipeline: the theorist's back-pressure signal."""
         board = self.board
-        return (len(board.hypotheses(HypothesisState.CHOSEN, HypothesisState.CLAIMED))
-                + len(board.kernels(KernelState.DRAFT))
-                + len(board.submissions(SubmissionState.QUEUED, SubmissionState.LEASED)))
+        return (
+            len(board.hypotheses(HypothesisState.CHOSEN, HypothesisState.CLAIMED))
+            + len(board.kernels(KernelState.DRAFT))
+            + len(board.submissions(SubmissionState.QUEUED, SubmissionState.LEASED))
+        )
 
 
 def _hms(seconds: float) -> str:

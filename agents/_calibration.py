@@ -37,15 +37,16 @@ def _centre(prior_mid: float, label: str, seen: list[TrialView]) -> float:
     return centre
 
 
-def calibrate(prior_min: float, prior_max: float, technique: str, label: str, trials: list[TrialView],
-              noise: float = 0.0) -> tuple[float, float]:
+def calibrate(
+    prior_min: float, prior_max: float, technique: str, label: str, trials: list[TrialView], noise: float = 0.0
+) -> tuple[float, float]:
     """The calibrated [min, max] uplift of one plan (module note)."""
     seen = [t for t in trials if t.technique == technique and t.observed_uplift is not None]
     mid, half = (prior_min + prior_max) / 2, (prior_max - prior_min) / 2
     centre = _centre(mid, label, seen)
     if len(seen) >= 3:
-        errors = [abs(t.observed_uplift - _centre(mid, t.label, seen[:i] + seen[i + 1:])) for i, t in enumerate(seen)]
+        errors = [abs(t.observed_uplift - _centre(mid, t.label, seen[:i] + seen[i + 1 :])) for i, t in enumerate(seen)]
         w = len(seen) / (len(seen) + 1)
         half = (1 - w) * half + w * statistics.median(errors)
-    half = math.sqrt(half ** 2 + 2 * noise ** 2)
+    half = math.sqrt(half**2 + 2 * noise**2)
     return round(centre - half, 4), round(centre + half, 4)

@@ -11,10 +11,14 @@ def kernel_view(board: Blackboard, kernel: Kernel) -> KernelView:
     ev = board.evaluation_for(kernel.id)
     report = ev.report if ev is not None and ev.report.outcome == Outcome.PASSED else None
     return KernelView(
-        id=kernel.id, parent_id=kernel.parent_id, author=kernel.author, summary=kernel.summary,
+        id=kernel.id,
+        parent_id=kernel.parent_id,
+        author=kernel.author,
+        summary=kernel.summary,
         score_us=report.score_us if report else None,
         shape_us=[s.time_us for s in report.shapes] if report else [],
-        shape_notes=[shape_note(s) for s in report.shapes] if report else [])
+        shape_notes=[shape_note(s) for s in report.shapes] if report else [],
+    )
 
 
 def shape_note(shape: ShapeResult) -> str:
@@ -36,8 +40,9 @@ def bounds_summary(report: EvalReport) -> str:
     device = [s for s in shapes if s.bound() == "device" and s.sol_fraction() is not None]
     if not host and not device:
         return ""
-    text = f"host-bound on {len(host)} of {len(shapes)} shapes" + (f" ({', '.join(host[:4])}"
-                                                                   f"{', ...' if len(host) > 4 else ''})" if host else "")
+    text = f"host-bound on {len(host)} of {len(shapes)} shapes" + (
+        f" ({', '.join(host[:4])}{', ...' if len(host) > 4 else ''})" if host else ""
+    )
     if device:
         far = min(device, key=lambda s: s.sol_fraction() or 0.0)  # device: those with a fraction
         text += f"; farthest from the speed of light: {far.shape.label()} at {far.sol_fraction():.0%}"

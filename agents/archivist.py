@@ -30,8 +30,7 @@ class Archivist(Agent):
                     if self._should_select() and not self.retired:
                         await self.select()
                     continue
-                await self.board.wait_change("evaluation", "selection", "submission", "hypothesis",
-                                             "kernel")
+                await self.board.wait_change("evaluation", "selection", "submission", "hypothesis", "kernel")
 
     async def final_pass(self) -> None:
         """After the deadline: digest the evaluations that finished while the queue drained."""
@@ -53,8 +52,7 @@ class Archivist(Agent):
         if score is None:  # failed, or correct but untimed
             verdict = "passed untimed" if report.outcome == Outcome.PASSED else "failed"
             text = f"kernel {kernel.id} ({kernel.summary or technique}) {verdict}: {report.reason}"
-            board.add_finding(technique=technique, scope="all", uplift=-1.0, evidence=[ev.id],
-                              text=text, at=self.now())
+            board.add_finding(technique=technique, scope="all", uplift=-1.0, evidence=[ev.id], text=text, at=self.now())
             self.say("finding", text, kernel_id=kernel.id)
             return
         base_ev = board.evaluation_for(hyp.base_id) if hyp else None
@@ -63,8 +61,7 @@ class Archivist(Agent):
             text = f"kernel {kernel.id} ({kernel.author}) scores {score:.1f} us ({report.provenance.label()})"
             if bounds := bounds_summary(report):
                 text += f"; {bounds}"
-            board.add_finding(technique=technique, scope="all", uplift=0.0, evidence=[ev.id],
-                              text=text, at=self.now())
+            board.add_finding(technique=technique, scope="all", uplift=0.0, evidence=[ev.id], text=text, at=self.now())
             self.say("finding", text, kernel_id=kernel.id)
             return
         overall = uplift(base_score, score) or 0.0
@@ -74,12 +71,15 @@ class Archivist(Agent):
             if new.time_us and old.time_us:
                 groups.setdefault(_group(new.shape), []).append(math.log(old.time_us / new.time_us))
         parts = [f"{math.exp(sum(v) / len(v)) - 1:+.1%} on {g}" for g, v in sorted(groups.items())]
-        text = (f"{hyp.technique} ({hyp.params and ', '.join(f'{k}={v}' for k, v in hyp.params.items())})"
-                f" on kernel {hyp.base_id}: {overall:+.1%} overall; " + ", ".join(parts))
+        text = (
+            f"{hyp.technique} ({hyp.params and ', '.join(f'{k}={v}' for k, v in hyp.params.items())})"
+            f" on kernel {hyp.base_id}: {overall:+.1%} overall; " + ", ".join(parts)
+        )
         if bounds := bounds_summary(report):
             text += f"; kernel {kernel.id} is {bounds}"
-        board.add_finding(technique=hyp.technique, scope="all", uplift=round(overall, 5),
-                          evidence=[ev.id], text=text, at=self.now())
+        board.add_finding(
+            technique=hyp.technique, scope="all", uplift=round(overall, 5), evidence=[ev.id], text=text, at=self.now()
+        )
         self.say("finding", text, kernel_id=kernel.id, hypothesis_id=hyp.id)
 
     # ---- selection ---------------------------------------------------------------------
@@ -104,20 +104,26 @@ class Archivist(Agent):
         exhausted = self._exhausted()
         candidates = self._candidates()
         shapes = [s.label() for s in self.ctx.task.benchmarks] if self.ctx.task is not None else []
-        choice = await self.ask("selection", self.ctx.brain.select,
-                                SelectionView(kernels=candidates, exhausted=exhausted, shapes=shapes))
+        choice = await self.ask(
+            "selection", self.ctx.brain.select, SelectionView(kernels=candidates, exhausted=exhausted, shapes=shapes)
+        )
         if choice is None:
             return
         valid = {k.id for k in candidates}
         if choice.base_id not in valid or (choice.reference_id is not None and choice.reference_id not in valid):
-            self.say("error", f"brain chose kernels {choice.base_id}/{choice.reference_id} that are not "
-                     "evaluated candidates; selection skipped")
+            self.say(
+                "error",
+                f"brain chose kernels {choice.base_id}/{choice.reference_id} that are not "
+                "evaluated candidates; selection skipped",
+            )
             return
-        sel = board.add_selection(base_id=choice.base_id, reference_id=choice.reference_id,
-                                  reason=choice.reason, at=self.now())
+        sel = board.add_selection(
+            base_id=choice.base_id, reference_id=choice.reference_id, reason=choice.reason, at=self.now()
+        )
         ref = f", reference {sel.reference_id}" if sel.reference_id else ""
-        self.say("selection", f"selection {sel.id}: base kernel {sel.base_id}{ref} ({choice.reason})",
-                 kernel_id=sel.base_id)
+        self.say(
+            "selection", f"selection {sel.id}: base kernel {sel.base_id}{ref} ({choice.reason})", kernel_id=sel.base_id
+        )
 
 
 def _group(shape) -> str:

@@ -19,7 +19,6 @@ from ._views import observed_uplift
 from .brain import Critique, Prescreen, ReviewView
 
 
-
 class Critic(Agent):
     async def run(self, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
@@ -50,24 +49,33 @@ class Critic(Agent):
         base = board.kernel(kernel.parent_id) if kernel.parent_id else None
         findings = static_findings(kernel.source, own_kernel=self.ctx.scenario.evaluator.own_kernel)
         rejected = any(f.rejects for f in findings)
-        twins = [k for k in board.kernels_with_hash(kernel.source_hash)
-                 if k.id != kernel.id and k.state != KernelState.REJECTED]
+        twins = [
+            k
+            for k in board.kernels_with_hash(kernel.source_hash)
+            if k.id != kernel.id and k.state != KernelState.REJECTED
+        ]
         prescreen = None
         # The seed is the task's own submission and every prediction's baseline: never pre-screened.
         screen = self.ctx.scenario.agents.prescreen and hyp is not None
         if not rejected and not twins and screen:
             report = await self.ctx.backend.prescreen(kernel.source)
             prescreen = Prescreen(outcome=report.outcome, reason=report.reason)
-        view = ReviewView(source=kernel.source, base_source=base.source if base else None,
-                          plan=hyp.plan if hyp else None,
-                          min_uplift=hyp.min_uplift if hyp else 0.0, max_uplift=hyp.max_uplift if hyp else 0.0,
-                          innovation=hyp.innovation if hyp else 0.0, static_findings=findings,
-                          prescreen=prescreen)
+        view = ReviewView(
+            source=kernel.source,
+            base_source=base.source if base else None,
+            plan=hyp.plan if hyp else None,
+            min_uplift=hyp.min_uplift if hyp else 0.0,
+            max_uplift=hyp.max_uplift if hyp else 0.0,
+            innovation=hyp.innovation if hyp else 0.0,
+            static_findings=findings,
+            prescreen=prescreen,
+        )
         critique = await self.ask(f"review of kernel {kernel.id}", self.ctx.brain.review, view)
         if critique is None:  # no review: a candidate is sent back; the seed (the baseline
             # everything is measured against) is judged by the rules and the pre-screen alone
-            critique = Critique(approve=hyp is None, reasons=["the review failed (see the warning above)"],
-                                expected_value=0.0)
+            critique = Critique(
+                approve=hyp is None, reasons=["the review failed (see the warning above)"], expected_value=0.0
+            )
         approve, reasons, value = critique.approve, list(critique.reasons), critique.expected_value
         if twins:  # evaluations are scarce: never spend one on a kernel already queued or measured
             approve, reasons = False, [f"identical to kernel {twins[0].id}"]
@@ -76,17 +84,30 @@ class Critic(Agent):
         if hyp is None and approve:
             value = SEED_PRIORITY
             reasons = ["the seed: every prediction's baseline, queued first; static rules clean"]
-        board.review(kernel_id=kernel.id, reviewer=self.name, approved=approve, reasons=reasons,
-                     at=self.now(), expected_value=value)
+        board.review(
+            kernel_id=kernel.id,
+            reviewer=self.name,
+            approved=approve,
+            reasons=reasons,
+            at=self.now(),
+            expected_value=value,
+        )
         if approve:
             queued = len(board.submissions(SubmissionState.QUEUED))
             priority = "first" if value == SEED_PRIORITY else f"with expected value {value:+.3f}"
-            self.say("review", f"kernel {kernel.id} approved, queued {priority} "
-                     f"({queued} in queue): " + "; ".join(reasons), kernel_id=kernel.id,
-                     hypothesis_id=kernel.hypothesis_id)
+            self.say(
+                "review",
+                f"kernel {kernel.id} approved, queued {priority} ({queued} in queue): " + "; ".join(reasons),
+                kernel_id=kernel.id,
+                hypothesis_id=kernel.hypothesis_id,
+            )
         else:
-            self.say("review", f"kernel {kernel.id} sent back: " + "; ".join(reasons), kernel_id=kernel.id,
-                     hypothesis_id=kernel.hypothesis_id)
+            self.say(
+                "review",
+                f"kernel {kernel.id} sent back: " + "; ".join(reasons),
+                kernel_id=kernel.id,
+                hypothesis_id=kernel.hypothesis_id,
+            )
 
     # ---- after: verdict -----------------------------------------------------------------
     def _unjudged(self):
@@ -121,5 +142,9 @@ class Critic(Agent):
                 verdict, why = Verdict.INCONCLUSIVE, "within the noise or below the predicted minimum"
         board.update_hypothesis(hyp.id, verdict=verdict, observed_uplift=observed)
         seen = "n/a" if observed is None else f"{observed:+.1%}"
-        self.say("verdict", f"H{hyp.id} {verdict}: predicted {hyp.min_uplift:+.1%}..{hyp.max_uplift:+.1%}, "
-                 f"observed {seen} ({why})", kernel_id=kernel.id, hypothesis_id=hyp.id)
+        self.say(
+            "verdict",
+            f"H{hyp.id} {verdict}: predicted {hyp.min_uplift:+.1%}..{hyp.max_uplift:+.1%}, observed {seen} ({why})",
+            kernel_id=kernel.id,
+            hypothesis_id=hyp.id,
+        )

@@ -45,10 +45,16 @@ class Engineer(Agent):
         base = board.kernel(hyp.base_id)
         ref = board.kernel(hyp.reference_id) if hyp.reference_id else None
         task = self.ctx.task
-        view = ImplementView(base_source=base.source, reference_source=ref.source if ref else None,
-                             technique=hyp.technique, params=hyp.params, plan=hyp.plan,
-                             changes=hyp.changes, task_description=task.description if task else "",
-                             reference_impl=_reference_impl(task.path) if task else "")
+        view = ImplementView(
+            base_source=base.source,
+            reference_source=ref.source if ref else None,
+            technique=hyp.technique,
+            params=hyp.params,
+            plan=hyp.plan,
+            changes=hyp.changes,
+            task_description=task.description if task else "",
+            reference_impl=_reference_impl(task.path) if task else "",
+        )
         try:
             draft = await self.ask(f"H{hyp.id}", self.ctx.brain.implement, view)
         except CannotImplement as exc:
@@ -56,13 +62,29 @@ class Engineer(Agent):
         else:
             why = "the brain gave no kernel (see the warning above)"
         if draft is None:
-            board.update_hypothesis(hyp.id, expect=(HypothesisState.CLAIMED,),
-                                    state=HypothesisState.ABANDONED, lease_owner=None, lease_until=None)
+            board.update_hypothesis(
+                hyp.id,
+                expect=(HypothesisState.CLAIMED,),
+                state=HypothesisState.ABANDONED,
+                lease_owner=None,
+                lease_until=None,
+            )
             self.say("warning", f"H{hyp.id} abandoned: {why}", hypothesis_id=hyp.id)
             return
-        kernel = board.add_kernel(source=draft.source, author=self.name, at=self.now(),
-                                  state=KernelState.DRAFT, parent_id=base.id, reference_id=hyp.reference_id,
-                                  hypothesis_id=hyp.id, summary=draft.summary)
+        kernel = board.add_kernel(
+            source=draft.source,
+            author=self.name,
+            at=self.now(),
+            state=KernelState.DRAFT,
+            parent_id=base.id,
+            reference_id=hyp.reference_id,
+            hypothesis_id=hyp.id,
+            summary=draft.summary,
+        )
         lines = len(draft.source.splitlines())
-        self.say("kernel", f"kernel {kernel.id} from kernel {base.id} for H{hyp.id}: {draft.summary} "
-                 f"({lines} lines)", kernel_id=kernel.id, hypothesis_id=hyp.id)
+        self.say(
+            "kernel",
+            f"kernel {kernel.id} from kernel {base.id} for H{hyp.id}: {draft.summary} ({lines} lines)",
+            kernel_id=kernel.id,
+            hypothesis_id=hyp.id,
+        )

@@ -64,23 +64,34 @@ class EvaluatorAgent(Agent):
         kernel = board.kernel(sub.kernel_id)
         started = self.now()
         waiting = len(board.submissions(SubmissionState.QUEUED))
-        why = ("the seed baseline" if sub.expected_value >= SEED_PRIORITY
-               else f"expected value {sub.expected_value:+.3f}")
-        board.say(agent=self.name, kind="queue", at=started, kernel_id=kernel.id,
-                  hypothesis_id=kernel.hypothesis_id,
-                  text=f"evaluating kernel {kernel.id} ({why}, "
-                  f"attempt {sub.attempts}, {waiting} still queued)")
+        why = (
+            "the seed baseline" if sub.expected_value >= SEED_PRIORITY else f"expected value {sub.expected_value:+.3f}"
+        )
+        board.say(
+            agent=self.name,
+            kind="queue",
+            at=started,
+            kernel_id=kernel.id,
+            hypothesis_id=kernel.hypothesis_id,
+            text=f"evaluating kernel {kernel.id} ({why}, attempt {sub.attempts}, {waiting} still queued)",
+        )
         # Real work (sandboxed CPU check, launch capture) runs inline; the hardware's time is then
         # charged to the campaign clock.
-        report = await self.ctx.backend.evaluate(kernel.source, submission_id=sub.id,
-                                                 secret_seed=self.secret_seed)
+        report = await self.ctx.backend.evaluate(kernel.source, submission_id=sub.id, secret_seed=self.secret_seed)
         await anyio.sleep(report.duration_s)
         await self.act(rank)
-        board.record_evaluation(submission_id=sub.id, owner=owner, started_at=started,
-                                finished_at=self.now(), report=report)
+        board.record_evaluation(
+            submission_id=sub.id, owner=owner, started_at=started, finished_at=self.now(), report=report
+        )
         text = evaluation_text(kernel.id, report)
-        board.say(agent=self.name, kind="evaluation", at=self.now(), text=text, kernel_id=kernel.id,
-                  hypothesis_id=kernel.hypothesis_id)
+        board.say(
+            agent=self.name,
+            kind="evaluation",
+            at=self.now(),
+            text=text,
+            kernel_id=kernel.id,
+            hypothesis_id=kernel.hypothesis_id,
+        )
 
 
 def evaluation_text(kernel_id: int, report: EvalReport) -> str:

@@ -22,8 +22,16 @@ from blackboard import source_hash
 
 from ._calibration import calibrate
 from .brain import (
-    CannotImplement, Choice, Critique, Design, DesignView, Draft, ImplementView, Plan,
-    ReviewView, SelectionView,
+    CannotImplement,
+    Choice,
+    Critique,
+    Design,
+    DesignView,
+    Draft,
+    ImplementView,
+    Plan,
+    ReviewView,
+    SelectionView,
 )
 
 EXPLORE = 0.2  # probability that the selector picks a runner-up as base
@@ -53,8 +61,7 @@ class OfflineBrain:
         for other in ranked:
             if other.id == base.id:
                 continue
-            n = sum(1 for a, b in zip(other.shape_us, base.shape_us)
-                    if a is not None and b is not None and a < b)
+            n = sum(1 for a, b in zip(other.shape_us, base.shape_us) if a is not None and b is not None and a < b)
             if n > wins:
                 reference, wins = other, n
         if reference is not None:
@@ -81,12 +88,24 @@ class OfflineBrain:
                 edge = technique.edge(variant.params)  # one form measured against another
                 # The prior (literature range plus the variant's edge), recalibrated on what the
                 # campaign observed for this technique and variant (agents._calibration).
-                lo, hi = calibrate(technique.prior_min + edge, technique.prior_max + edge, technique.name,
-                                   variant.label, view.trials, view.noise)
-                plan = Plan(technique=technique.name, params=dict(variant.params), label=variant.label,
-                            plan=f"{technique.title}: {variant.label}", changes=list(variant.changes),
-                            min_uplift=round(lo, 4), max_uplift=round(hi, 4),
-                            innovation=round(innovation, 4))
+                lo, hi = calibrate(
+                    technique.prior_min + edge,
+                    technique.prior_max + edge,
+                    technique.name,
+                    variant.label,
+                    view.trials,
+                    view.noise,
+                )
+                plan = Plan(
+                    technique=technique.name,
+                    params=dict(variant.params),
+                    label=variant.label,
+                    plan=f"{technique.title}: {variant.label}",
+                    changes=list(variant.changes),
+                    min_uplift=round(lo, 4),
+                    max_uplift=round(hi, 4),
+                    innovation=round(innovation, 4),
+                )
                 jitter = self.rng.uniform(0, 0.02)  # breaks ties between variants differently per seed
                 scored.append(((lo + hi) / 2 + 0.1 * innovation + jitter, plan))
         scored.sort(key=lambda item: -item[0])
@@ -102,9 +121,11 @@ class OfflineBrain:
         plans = avenues[: view.plans]
         chosen: list[int] = []
         why: list[str] = []
-        for reason, key in (("most innovative", lambda p: p.innovation),
-                            ("highest maximum uplift", lambda p: p.max_uplift),
-                            ("highest minimum uplift", lambda p: p.min_uplift)):
+        for reason, key in (
+            ("most innovative", lambda p: p.innovation),
+            ("highest maximum uplift", lambda p: p.max_uplift),
+            ("highest minimum uplift", lambda p: p.min_uplift),
+        ):
             order = sorted(range(len(plans)), key=lambda i: (-key(plans[i]), i))
             pick = next((i for i in order if i not in chosen), None)
             if pick is not None and len(chosen) < view.choose:
@@ -114,16 +135,17 @@ class OfflineBrain:
             if len(chosen) < view.choose and i not in chosen:
                 chosen.append(i)
                 why.append("next best expected uplift")
-        lines = [f"{p.plan} (predicted {p.min_uplift:+.0%}..{p.max_uplift:+.0%}, "
-                 f"innovation {p.innovation:.2f})" for p in avenues]
+        lines = [
+            f"{p.plan} (predicted {p.min_uplift:+.0%}..{p.max_uplift:+.0%}, innovation {p.innovation:.2f})"
+            for p in avenues
+        ]
         return Design(avenues=lines, plans=plans, chosen=chosen, why=why)
 
     def _new(self, plan: Plan, view: DesignView, written: set[str]) -> bool:
         """Would this plan produce a kernel nobody has written yet? (Evaluations are scarce and an
         engineer's hour is not free: a plan whose result already exists is no experiment.)"""
         try:
-            source = self.catalogue[plan.technique].apply(view.base_source, dict(plan.params),
-                                                          view.reference_source)
+            source = self.catalogue[plan.technique].apply(view.base_source, dict(plan.params), view.reference_source)
         except knowledge.NotApplicable:
             return False
         return source_hash(source) not in written
@@ -151,5 +173,8 @@ class OfflineBrain:
         # The queue is ordered by expected gain plus a price for what an experiment teaches.
         value = (view.min_uplift + view.max_uplift) / 2 + 0.05 * view.innovation
         notes = [f.text() for f in view.static_findings if not f.rejects]
-        return Critique(approve=True, reasons=notes or ["plan followed; static rules and pre-screen clean"],
-                        expected_value=round(value, 5))
+        return Critique(
+            approve=True,
+            reasons=notes or ["plan followed; static rules and pre-screen clean"],
+            expected_value=round(value, 5),
+        )

@@ -42,12 +42,22 @@ class Theorist(Agent):
             base_ev = board.evaluation_for(hyp.base_id)
             new_ev = board.evaluation_for(hyp.kernel_id) if hyp.kernel_id else None
             observed = observed_uplift(base_ev, new_ev)
-            out.append(TrialView(base_id=hyp.base_id, technique=hyp.technique, label=hyp.label,
-                                 observed_uplift=observed, verdict=hyp.verdict))
+            out.append(
+                TrialView(
+                    base_id=hyp.base_id,
+                    technique=hyp.technique,
+                    label=hyp.label,
+                    observed_uplift=observed,
+                    verdict=hyp.verdict,
+                )
+            )
         # Trials measured by the user's earlier campaigns (run --learn-from): evidence about a
         # technique, on no kernel of this campaign.
-        out.extend(TrialView(base_id=-1, technique=f.technique, label=LEARNED, observed_uplift=f.uplift,
-                             verdict=LEARNED) for f in board.findings() if f.scope == LEARNED)
+        out.extend(
+            TrialView(base_id=-1, technique=f.technique, label=LEARNED, observed_uplift=f.uplift, verdict=LEARNED)
+            for f in board.findings()
+            if f.scope == LEARNED
+        )
         return out
 
     async def design(self, sel) -> None:
@@ -56,12 +66,18 @@ class Theorist(Agent):
         base = board.kernel(sel.base_id)
         ref = board.kernel(sel.reference_id) if sel.reference_id else None
         view = DesignView(
-            base=kernel_view(board, base), base_source=base.source,
+            base=kernel_view(board, base),
+            base_source=base.source,
             reference=kernel_view(board, ref) if ref else None,
-            reference_source=ref.source if ref else None, trials=self.trials(),
+            reference_source=ref.source if ref else None,
+            trials=self.trials(),
             findings=[f.text for f in board.findings()[-20:]],
             written=sorted({k.source_hash for k in board.kernels()}),
-            avenues=cfg.avenues, plans=cfg.plans, choose=cfg.choose, noise=self.ctx.scenario.evaluator.noise)
+            avenues=cfg.avenues,
+            plans=cfg.plans,
+            choose=cfg.choose,
+            noise=self.ctx.scenario.evaluator.noise,
+        )
         design = await self.ask(f"design for selection {sel.id}", self.ctx.brain.design, view)
         if design is None:  # the selection stays open: the next attempt comes after a think
             return
@@ -70,27 +86,53 @@ class Theorist(Agent):
         for i, plan in enumerate(design.plans):
             chosen = i in design.chosen
             if not getattr(self.ctx.brain, "calibrates", False):  # the offline brain ranks on calibrated ranges
-                lo, hi = calibrate(plan.min_uplift, plan.max_uplift, plan.technique, plan.label, view.trials, view.noise)
+                lo, hi = calibrate(
+                    plan.min_uplift, plan.max_uplift, plan.technique, plan.label, view.trials, view.noise
+                )
                 plan = msgspec.structs.replace(plan, min_uplift=lo, max_uplift=hi)
-            drafts.append(Hypothesis(
-                id=0, selection_id=sel.id, base_id=sel.base_id, reference_id=sel.reference_id,
-                avenue=plan.plan, label=plan.label, technique=plan.technique, params=plan.params, plan=plan.plan,
-                changes=plan.changes, min_uplift=plan.min_uplift, max_uplift=plan.max_uplift,
-                innovation=plan.innovation,
-                state=HypothesisState.CHOSEN if chosen else HypothesisState.PROPOSED,
-                verdict=Verdict.PENDING, author=self.name, created_at=now,
-                why_chosen=design.why[design.chosen.index(i)] if chosen else ""))
+            drafts.append(
+                Hypothesis(
+                    id=0,
+                    selection_id=sel.id,
+                    base_id=sel.base_id,
+                    reference_id=sel.reference_id,
+                    avenue=plan.plan,
+                    label=plan.label,
+                    technique=plan.technique,
+                    params=plan.params,
+                    plan=plan.plan,
+                    changes=plan.changes,
+                    min_uplift=plan.min_uplift,
+                    max_uplift=plan.max_uplift,
+                    innovation=plan.innovation,
+                    state=HypothesisState.CHOSEN if chosen else HypothesisState.PROPOSED,
+                    verdict=Verdict.PENDING,
+                    author=self.name,
+                    created_at=now,
+                    why_chosen=design.why[design.chosen.index(i)] if chosen else "",
+                )
+            )
         hyps = board.add_hypotheses(sel.id, drafts)
         if not hyps:
-            self.say("avenues", f"selection {sel.id}: nothing left to try on kernel {sel.base_id}; "
-                     "marking it exhausted", kernel_id=sel.base_id)
+            self.say(
+                "avenues",
+                f"selection {sel.id}: nothing left to try on kernel {sel.base_id}; marking it exhausted",
+                kernel_id=sel.base_id,
+            )
             return
-        self.say("avenues", f"selection {sel.id}, base kernel {sel.base_id}: {len(design.avenues)} avenues: "
-                 + "; ".join(design.avenues), kernel_id=sel.base_id)
+        self.say(
+            "avenues",
+            f"selection {sel.id}, base kernel {sel.base_id}: {len(design.avenues)} avenues: "
+            + "; ".join(design.avenues),
+            kernel_id=sel.base_id,
+        )
         for hyp in hyps:
-            self.say("plan", f"H{hyp.id} {hyp.plan}: predicted {hyp.min_uplift:+.1%}..{hyp.max_uplift:+.1%}, "
-                     f"innovation {hyp.innovation:.2f}; changes: " + "; ".join(hyp.changes),
-                     hypothesis_id=hyp.id)
+            self.say(
+                "plan",
+                f"H{hyp.id} {hyp.plan}: predicted {hyp.min_uplift:+.1%}..{hyp.max_uplift:+.1%}, "
+                f"innovation {hyp.innovation:.2f}; changes: " + "; ".join(hyp.changes),
+                hypothesis_id=hyp.id,
+            )
         for hyp in hyps:
             if hyp.state == HypothesisState.CHOSEN:
                 self.say("choice", f"run H{hyp.id} ({hyp.why_chosen})", hypothesis_id=hyp.id)

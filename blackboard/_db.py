@@ -33,9 +33,9 @@ Choices, and why:
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from collections.abc import Iterator
 
 SCHEMA_VERSION = 3
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -93,8 +93,9 @@ _MIGRATIONS: dict[int, str] = {
     """,
 }
 # The tables each schema version has (what ``inspect`` expects of a file that claims it).
-_TABLES = {1: {"campaign", "kernel", "selection", "hypothesis", "review", "submission", "evaluation",
-               "message", "finding"}}
+_TABLES = {
+    1: {"campaign", "kernel", "selection", "hypothesis", "review", "submission", "evaluation", "message", "finding"}
+}
 _TABLES[2] = _TABLES[1] | {"llm_call"}
 _TABLES[3] = _TABLES[2]
 
@@ -141,9 +142,14 @@ def inspect(path: Path) -> int:
     if version > SCHEMA_VERSION:
         raise BlackboardError(
             f"{path}: schema version {version} is newer than this kernel-scientist understands "
-            f"({SCHEMA_VERSION}); upgrade kernel-scientist to open it")
+            f"({SCHEMA_VERSION}); upgrade kernel-scientist to open it"
+        )
     if version < 1 or not _TABLES[version] <= tables:
-        what = f"its tables: {', '.join(sorted(tables)[:4])}{', ...' if len(tables) > 4 else ''}" if tables else "no tables"
+        what = (
+            f"its tables: {', '.join(sorted(tables)[:4])}{', ...' if len(tables) > 4 else ''}"
+            if tables
+            else "no tables"
+        )
         raise BlackboardError(f"{path}: an SQLite database ({what}), not a kernel-scientist blackboard")
     return version
 
@@ -166,9 +172,11 @@ def connect_readonly(path: Path) -> tuple[sqlite3.Connection, bool]:
     schema is read as it is (it cannot be migrated without writing) when it has today's tables."""
     version = inspect(path)
     if _TABLES[version] != _TABLES[SCHEMA_VERSION]:
-        raise BlackboardError(f"{path}: written by an older kernel-scientist (schema {version}, this "
-                              f"one reads {min(v for v in _TABLES if _TABLES[v] == _TABLES[SCHEMA_VERSION])}"
-                              f" to {SCHEMA_VERSION})")
+        raise BlackboardError(
+            f"{path}: written by an older kernel-scientist (schema {version}, this "
+            f"one reads {min(v for v in _TABLES if _TABLES[v] == _TABLES[SCHEMA_VERSION])}"
+            f" to {SCHEMA_VERSION})"
+        )
     return _open_readonly(path)
 
 
@@ -178,7 +186,8 @@ def migrate(conn: sqlite3.Connection, path: Path) -> None:
     if version > SCHEMA_VERSION:
         raise BlackboardError(
             f"{path}: schema version {version} is newer than this kernel-scientist understands "
-            f"({SCHEMA_VERSION}); upgrade kernel-scientist to open it")
+            f"({SCHEMA_VERSION}); upgrade kernel-scientist to open it"
+        )
     for target in range(version + 1, SCHEMA_VERSION + 1):
         try:
             conn.execute("BEGIN IMMEDIATE")

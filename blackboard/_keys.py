@@ -10,8 +10,8 @@ cannot drift from the Structs. Ranges come from the ``msgspec.Meta`` annotations
 
 from __future__ import annotations
 
-from typing import Any
 from collections.abc import Iterator
+from typing import Any
 
 import msgspec
 from msgspec import inspect as mi
@@ -33,8 +33,12 @@ def accepts(t: mi.Type) -> str:
         noun = "a whole number" if isinstance(t, mi.IntType) else "a number"
         if t.ge is not None and t.le is not None:
             return f"{noun} from {t.ge:g} to {t.le:g}"
-        parts = [f"at least {t.ge:g}" if t.ge is not None else "", f"more than {t.gt:g}" if t.gt is not None else "",
-                 f"at most {t.le:g}" if t.le is not None else "", f"less than {t.lt:g}" if t.lt is not None else ""]
+        parts = [
+            f"at least {t.ge:g}" if t.ge is not None else "",
+            f"more than {t.gt:g}" if t.gt is not None else "",
+            f"at most {t.le:g}" if t.le is not None else "",
+            f"less than {t.lt:g}" if t.lt is not None else "",
+        ]
         bounds = " and ".join(p for p in parts if p)
         return f"{noun} {bounds}" if bounds else noun
     return type(t).__name__.removesuffix("Type").lower()
@@ -42,14 +46,14 @@ def accepts(t: mi.Type) -> str:
 
 def describe(value: Any, kind: bool = True) -> str:
     """A value as the user wrote it, and its kind when that is the problem."""
-    kinds = {bool: "true/false", int: "a whole number", float: "a number", str: "text", dict: "a table",
-             list: "a list"}
+    kinds = {bool: "true/false", int: "a whole number", float: "a number", str: "text", dict: "a table", list: "a list"}
     shown = str(value).lower() if isinstance(value, bool) else repr(value)
     return f"{shown} ({kinds.get(type(value), type(value).__name__)})" if kind else shown
 
 
 def keys(struct: type) -> Iterator[tuple[str, mi.Type, Any]]:
     """(dotted key, type, default) for every leaf key of a config Struct, in declaration order."""
+
     def walk(info: mi.StructType, prefix: str) -> Iterator[tuple[str, mi.Type, Any]]:
         for f in info.fields:
             key = f"{prefix}{f.encode_name}"

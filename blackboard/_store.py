@@ -15,24 +15,50 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeVar
-from collections.abc import Iterable
 
 import anyio
 import msgspec
 
 from . import _db
 from .records import (
-    Campaign, Evaluation, EvalReport, Finding, Hypothesis, HypothesisState, Kernel, KernelState,
-    LLMCall, Message, MessageKind, Outcome, Review, RunSegment, Selection, SelectionState, Submission, SubmissionState,
+    Campaign,
+    EvalReport,
+    Evaluation,
+    Finding,
+    Hypothesis,
+    HypothesisState,
+    Kernel,
+    KernelState,
+    LLMCall,
+    Message,
+    MessageKind,
+    Outcome,
+    Review,
+    RunSegment,
+    Selection,
+    SelectionState,
+    Submission,
+    SubmissionState,
 )
 
 T = TypeVar("T", bound=msgspec.Struct)
 _encode = msgspec.json.Encoder().encode
 
-TOPICS = ("campaign", "kernel", "selection", "hypothesis", "review", "submission", "evaluation",
-          "message", "finding", "llm_call")
+TOPICS = (
+    "campaign",
+    "kernel",
+    "selection",
+    "hypothesis",
+    "review",
+    "submission",
+    "evaluation",
+    "message",
+    "finding",
+    "llm_call",
+)
 
 
 def source_hash(source: str) -> str:
@@ -142,24 +168,48 @@ class Blackboard:
 
     def clock(self) -> float:
         """The campaign time of the latest record (where a resumed campaign's clock restarts)."""
-        row = self._conn.execute(
-            "SELECT max(json_extract(body, '$.at')) FROM message").fetchone()[0]
+        row = self._conn.execute("SELECT max(json_extract(body, '$.at')) FROM message").fetchone()[0]
         return float(row or 0.0)
 
     # ---- kernels -------------------------------------------------------------------------
-    def add_kernel(self, *, source: str, author: str, at: float, state: KernelState,
-                   parent_id: int | None = None, reference_id: int | None = None,
-                   hypothesis_id: int | None = None, summary: str = "") -> Kernel:
+    def add_kernel(
+        self,
+        *,
+        source: str,
+        author: str,
+        at: float,
+        state: KernelState,
+        parent_id: int | None = None,
+        reference_id: int | None = None,
+        hypothesis_id: int | None = None,
+        summary: str = "",
+    ) -> Kernel:
         """Record a kernel; with ``hypothesis_id`` the hypothesis is marked implemented atomically."""
         with _db.write(self._conn) as c:
-            kernel = Kernel(id=self._next_id("kernel"), source=source, source_hash=source_hash(source),
-                            author=author, state=state, created_at=at, parent_id=parent_id,
-                            reference_id=reference_id, hypothesis_id=hypothesis_id, summary=summary)
-            c.execute("INSERT INTO kernel (id, state, source_hash, body) VALUES (?, ?, ?, ?)",
-                      (kernel.id, kernel.state, kernel.source_hash, _encode(kernel)))
+            kernel = Kernel(
+                id=self._next_id("kernel"),
+                source=source,
+                source_hash=source_hash(source),
+                author=author,
+                state=state,
+                created_at=at,
+                parent_id=parent_id,
+                reference_id=reference_id,
+                hypothesis_id=hypothesis_id,
+                summary=summary,
+            )
+            c.execute(
+                "INSERT INTO kernel (id, state, source_hash, body) VALUES (?, ?, ?, ?)",
+                (kernel.id, kernel.state, kernel.source_hash, _encode(kernel)),
+            )
             if hypothesis_id is not None:
-                self._put_hypothesis_tx(self._hyp(hypothesis_id), state=HypothesisState.IMPLEMENTED,
-                                        kernel_id=kernel.id, lease_owner=None, lease_until=None)
+                self._put_hypothesis_tx(
+                    self._hyp(hypothesis_id),
+                    state=HypothesisState.IMPLEMENTED,
+                    kernel_id=kernel.id,
+                    lease_owner=None,
+                    lease_until=None,
+                )
         self._notify("kernel", "hypothesis")
         return kernel
 
@@ -180,15 +230,15 @@ class Blackboard:
         if kernel.state not in from_:
             raise TransitionError(f"kernel {id} is {kernel.state}, expected {'/'.join(from_)}")
         kernel = msgspec.structs.replace(kernel, state=to)
-        self._conn.execute("UPDATE kernel SET state = ?, body = ? WHERE id = ?",
-                           (to, _encode(kernel), id))
+        self._conn.execute("UPDATE kernel SET state = ?, body = ? WHERE id = ?", (to, _encode(kernel), id))
         return kernel
 
     # ---- selections and hypotheses -------------------------------------------------------
     def add_selection(self, *, base_id: int, reference_id: int | None, reason: str, at: float) -> Selection:
         with _db.write(self._conn) as c:
-            sel = Selection(id=self._next_id("selection"), base_id=base_id, reference_id=reference_id,
-                            reason=reason, at=at)
+            sel = Selection(
+                id=self._next_id("selection"), base_id=base_id, reference_id=reference_id, reason=reason, at=at
+            )
             c.execute("INSERT INTO selection (id, body) VALUES (?, ?)", (sel.id, _encode(sel)))
         self._notify("selection")
         return sel
@@ -205,14 +255,15 @@ class Blackboard:
             sel = self._one(Selection, "selection", selection_id)
             if sel.state != SelectionState.OPEN:
                 raise TransitionError(f"selection {selection_id} is already {sel.state}")
-            sel = msgspec.structs.replace(
-                sel, state=SelectionState.DESIGNED if drafts else SelectionState.EXHAUSTED)
+            sel = msgspec.structs.replace(sel, state=SelectionState.DESIGNED if drafts else SelectionState.EXHAUSTED)
             c.execute("UPDATE selection SET body = ? WHERE id = ?", (_encode(sel), sel.id))
             next_id = self._next_id("hypothesis")
             for offset, draft in enumerate(drafts):
                 hyp = msgspec.structs.replace(draft, id=next_id + offset)
-                c.execute("INSERT INTO hypothesis (id, state, selection_id, body) VALUES (?, ?, ?, ?)",
-                          (hyp.id, hyp.state, hyp.selection_id, _encode(hyp)))
+                c.execute(
+                    "INSERT INTO hypothesis (id, state, selection_id, body) VALUES (?, ?, ?, ?)",
+                    (hyp.id, hyp.state, hyp.selection_id, _encode(hyp)),
+                )
                 out.append(hyp)
         self._notify("hypothesis", "selection")
         return out
@@ -227,13 +278,11 @@ class Blackboard:
         if not states:
             return self._rows(Hypothesis, "SELECT body FROM hypothesis ORDER BY id")
         marks = ",".join("?" * len(states))
-        return self._rows(Hypothesis, f"SELECT body FROM hypothesis WHERE state IN ({marks}) ORDER BY id",
-                          states)
+        return self._rows(Hypothesis, f"SELECT body FROM hypothesis WHERE state IN ({marks}) ORDER BY id", states)
 
     def _put_hypothesis_tx(self, hyp: Hypothesis, **changes: Any) -> Hypothesis:
         hyp = msgspec.structs.replace(hyp, **changes)
-        self._conn.execute("UPDATE hypothesis SET state = ?, body = ? WHERE id = ?",
-                           (hyp.state, _encode(hyp), hyp.id))
+        self._conn.execute("UPDATE hypothesis SET state = ?, body = ? WHERE id = ?", (hyp.state, _encode(hyp), hyp.id))
         return hyp
 
     def claim_hypothesis(self, owner: str, now: float, lease_s: float) -> Hypothesis | None:
@@ -242,8 +291,9 @@ class Blackboard:
             for hyp in self.hypotheses(HypothesisState.CHOSEN, HypothesisState.CLAIMED):
                 if hyp.state == HypothesisState.CLAIMED and (hyp.lease_until or 0) > now:
                     continue
-                claimed = self._put_hypothesis_tx(hyp, state=HypothesisState.CLAIMED,
-                                                  lease_owner=owner, lease_until=now + lease_s)
+                claimed = self._put_hypothesis_tx(
+                    hyp, state=HypothesisState.CLAIMED, lease_owner=owner, lease_until=now + lease_s
+                )
                 break
             else:
                 return None
@@ -260,23 +310,41 @@ class Blackboard:
         return hyp
 
     # ---- review and the queue --------------------------------------------------------------
-    def review(self, *, kernel_id: int, reviewer: str, approved: bool, reasons: list[str], at: float,
-               expected_value: float = 0.0) -> Review:
+    def review(
+        self,
+        *,
+        kernel_id: int,
+        reviewer: str,
+        approved: bool,
+        reasons: list[str],
+        at: float,
+        expected_value: float = 0.0,
+    ) -> Review:
         """Record the critic's pre-submission review; an approval queues the kernel in the same
         transaction, so a kernel is never approved without being queued (or queued twice)."""
         with _db.write(self._conn) as c:
-            rev = Review(id=self._next_id("review"), kernel_id=kernel_id, reviewer=reviewer,
-                         approved=approved, reasons=reasons, at=at)
-            c.execute("INSERT INTO review (id, kernel_id, body) VALUES (?, ?, ?)",
-                      (rev.id, kernel_id, _encode(rev)))
+            rev = Review(
+                id=self._next_id("review"),
+                kernel_id=kernel_id,
+                reviewer=reviewer,
+                approved=approved,
+                reasons=reasons,
+                at=at,
+            )
+            c.execute("INSERT INTO review (id, kernel_id, body) VALUES (?, ?, ?)", (rev.id, kernel_id, _encode(rev)))
             if approved:
                 self._set_kernel_state_tx(kernel_id, (KernelState.DRAFT,), KernelState.QUEUED)
-                sub = Submission(id=self._next_id("submission"), kernel_id=kernel_id,
-                                 expected_value=expected_value, state=SubmissionState.QUEUED,
-                                 enqueued_at=at)
-                c.execute("INSERT INTO submission (id, kernel_id, state, expected_value, body) "
-                          "VALUES (?, ?, ?, ?, ?)",
-                          (sub.id, kernel_id, sub.state, expected_value, _encode(sub)))
+                sub = Submission(
+                    id=self._next_id("submission"),
+                    kernel_id=kernel_id,
+                    expected_value=expected_value,
+                    state=SubmissionState.QUEUED,
+                    enqueued_at=at,
+                )
+                c.execute(
+                    "INSERT INTO submission (id, kernel_id, state, expected_value, body) VALUES (?, ?, ?, ?, ?)",
+                    (sub.id, kernel_id, sub.state, expected_value, _encode(sub)),
+                )
             else:
                 self._set_kernel_state_tx(kernel_id, (KernelState.DRAFT,), KernelState.REJECTED)
         self._notify("review", "kernel", "submission")
@@ -291,14 +359,14 @@ class Blackboard:
         """Submissions, highest expected value first (ties: oldest first)."""
         states = states or tuple(SubmissionState)
         marks = ",".join("?" * len(states))
-        return self._rows(Submission, f"SELECT body FROM submission WHERE state IN ({marks}) "
-                          "ORDER BY expected_value DESC, id", states)
+        return self._rows(
+            Submission, f"SELECT body FROM submission WHERE state IN ({marks}) ORDER BY expected_value DESC, id", states
+        )
 
     def _put_submission_tx(self, sub: Submission, **changes: Any) -> Submission:
         """Write ``sub`` with ``changes`` (inside the caller's write transaction)."""
         sub = msgspec.structs.replace(sub, **changes)
-        self._conn.execute("UPDATE submission SET state = ?, body = ? WHERE id = ?",
-                           (sub.state, _encode(sub), sub.id))
+        self._conn.execute("UPDATE submission SET state = ?, body = ? WHERE id = ?", (sub.state, _encode(sub), sub.id))
         return sub
 
     def lease_submission(self, owner: str, now: float, lease_s: float) -> Submission | None:
@@ -307,9 +375,14 @@ class Blackboard:
             queued = self.submissions(SubmissionState.QUEUED)
             if not queued:
                 return None
-            sub = self._put_submission_tx(queued[0], state=SubmissionState.LEASED, lease_owner=owner,
-                                          lease_until=now + lease_s, attempts=queued[0].attempts + 1,
-                                          starts=[*queued[0].starts, now])
+            sub = self._put_submission_tx(
+                queued[0],
+                state=SubmissionState.LEASED,
+                lease_owner=owner,
+                lease_until=now + lease_s,
+                attempts=queued[0].attempts + 1,
+                starts=[*queued[0].starts, now],
+            )
             self._set_kernel_state_tx(sub.kernel_id, (KernelState.QUEUED,), KernelState.EVALUATING)
         self._notify("submission", "kernel")
         return sub
@@ -321,20 +394,19 @@ class Blackboard:
         with _db.write(self._conn):
             for sub in self.submissions(SubmissionState.LEASED):
                 if now is None or (sub.lease_until or 0) <= now:
-                    self._put_submission_tx(sub, state=SubmissionState.QUEUED, lease_owner=None,
-                                            lease_until=None)
+                    self._put_submission_tx(sub, state=SubmissionState.QUEUED, lease_owner=None, lease_until=None)
                     self._set_kernel_state_tx(sub.kernel_id, (KernelState.EVALUATING,), KernelState.QUEUED)
                     count += 1
             for hyp in self.hypotheses(HypothesisState.CLAIMED):
                 if now is None or (hyp.lease_until or 0) <= now:
-                    self._put_hypothesis_tx(hyp, state=HypothesisState.CHOSEN, lease_owner=None,
-                                            lease_until=None)
+                    self._put_hypothesis_tx(hyp, state=HypothesisState.CHOSEN, lease_owner=None, lease_until=None)
                     count += 1
         self._notify("submission", "kernel", "hypothesis")
         return count
 
-    def record_evaluation(self, *, submission_id: int, owner: str, started_at: float,
-                          finished_at: float, report: EvalReport) -> Evaluation:
+    def record_evaluation(
+        self, *, submission_id: int, owner: str, started_at: float, finished_at: float, report: EvalReport
+    ) -> Evaluation:
         """Store a result, close the submission and move the kernel on, all in one transaction.
         The UNIQUE submission id makes a second record of the same evaluation impossible. The
         transaction is durable (synced before this returns; ``_db`` says what that guarantees):
@@ -342,13 +414,21 @@ class Blackboard:
         with _db.write(self._conn, durable=True) as c:
             sub = self._one(Submission, "submission", submission_id)
             if sub.state != SubmissionState.LEASED or sub.lease_owner != owner:
-                raise TransitionError(f"submission {submission_id} is {sub.state} "
-                                      f"(owner {sub.lease_owner}), not leased to {owner}")
-            ev = Evaluation(id=self._next_id("evaluation"), kernel_id=sub.kernel_id,
-                            submission_id=sub.id, started_at=started_at, finished_at=finished_at,
-                            report=report)
-            c.execute("INSERT INTO evaluation (id, kernel_id, submission_id, body) VALUES (?, ?, ?, ?)",
-                      (ev.id, ev.kernel_id, ev.submission_id, _encode(ev)))
+                raise TransitionError(
+                    f"submission {submission_id} is {sub.state} (owner {sub.lease_owner}), not leased to {owner}"
+                )
+            ev = Evaluation(
+                id=self._next_id("evaluation"),
+                kernel_id=sub.kernel_id,
+                submission_id=sub.id,
+                started_at=started_at,
+                finished_at=finished_at,
+                report=report,
+            )
+            c.execute(
+                "INSERT INTO evaluation (id, kernel_id, submission_id, body) VALUES (?, ?, ?, ?)",
+                (ev.id, ev.kernel_id, ev.submission_id, _encode(ev)),
+            )
             self._put_submission_tx(sub, state=SubmissionState.DONE)
             to = KernelState.EVALUATED if report.outcome == Outcome.PASSED else KernelState.FAILED
             self._set_kernel_state_tx(sub.kernel_id, (KernelState.EVALUATING,), to)
@@ -377,13 +457,29 @@ class Blackboard:
         return sorted(t for sub in self.submissions() for t in sub.starts)
 
     # ---- conversation and findings ---------------------------------------------------------
-    def say(self, *, agent: str, kind: MessageKind, text: str, at: float, kernel_id: int | None = None,
-            hypothesis_id: int | None = None) -> Message:
+    def say(
+        self,
+        *,
+        agent: str,
+        kind: MessageKind,
+        text: str,
+        at: float,
+        kernel_id: int | None = None,
+        hypothesis_id: int | None = None,
+    ) -> Message:
         with _db.write(self._conn) as c:
-            msg = Message(id=self._next_id("message"), at=at, agent=agent, kind=kind, text=text,
-                          kernel_id=kernel_id, hypothesis_id=hypothesis_id)
-            c.execute("INSERT INTO message (id, agent, kind, body) VALUES (?, ?, ?, ?)",
-                      (msg.id, agent, kind, _encode(msg)))
+            msg = Message(
+                id=self._next_id("message"),
+                at=at,
+                agent=agent,
+                kind=kind,
+                text=text,
+                kernel_id=kernel_id,
+                hypothesis_id=hypothesis_id,
+            )
+            c.execute(
+                "INSERT INTO message (id, agent, kind, body) VALUES (?, ?, ?, ?)", (msg.id, agent, kind, _encode(msg))
+            )
         # Listeners run after the commit: a line on the console or in the JSONL log is a promise
         # that the record is on disk.
         for listener in self._listeners:
@@ -394,8 +490,7 @@ class Blackboard:
     def messages(self, after_id: int = 0, agent: str | None = None) -> list[Message]:
         if agent is None:
             return self._rows(Message, "SELECT body FROM message WHERE id > ? ORDER BY id", (after_id,))
-        return self._rows(Message, "SELECT body FROM message WHERE id > ? AND agent = ? ORDER BY id",
-                          (after_id, agent))
+        return self._rows(Message, "SELECT body FROM message WHERE id > ? AND agent = ? ORDER BY id", (after_id, agent))
 
     def speakers(self) -> list[str]:
         """Every agent that has said something, by name."""
@@ -405,13 +500,20 @@ class Blackboard:
         rows = self._rows(Message, "SELECT body FROM message ORDER BY id DESC LIMIT 1")
         return rows[0] if rows else None
 
-    def add_finding(self, *, technique: str, scope: str, uplift: float, evidence: list[int],
-                    text: str, at: float) -> Finding:
+    def add_finding(
+        self, *, technique: str, scope: str, uplift: float, evidence: list[int], text: str, at: float
+    ) -> Finding:
         with _db.write(self._conn) as c:
-            f = Finding(id=self._next_id("finding"), at=at, technique=technique, scope=scope,
-                        uplift=uplift, evidence=evidence, text=text)
-            c.execute("INSERT INTO finding (id, technique, body) VALUES (?, ?, ?)",
-                      (f.id, technique, _encode(f)))
+            f = Finding(
+                id=self._next_id("finding"),
+                at=at,
+                technique=technique,
+                scope=scope,
+                uplift=uplift,
+                evidence=evidence,
+                text=text,
+            )
+            c.execute("INSERT INTO finding (id, technique, body) VALUES (?, ?, ?)", (f.id, technique, _encode(f)))
         self._notify("finding")
         return f
 
@@ -424,8 +526,10 @@ class Blackboard:
         never be recorded twice."""
         with _db.write(self._conn) as c:
             call = msgspec.structs.replace(call, id=self._next_id("llm_call"))
-            c.execute("INSERT INTO llm_call (id, agent, seq, body) VALUES (?, ?, ?, ?)",
-                      (call.id, call.agent, call.seq, _encode(call)))
+            c.execute(
+                "INSERT INTO llm_call (id, agent, seq, body) VALUES (?, ?, ?, ?)",
+                (call.id, call.agent, call.seq, _encode(call)),
+            )
         self._notify("llm_call")
         return call
 
@@ -445,8 +549,9 @@ class Blackboard:
         A read-only snapshot (opened while no writer had the file) cannot see commits: it is
         reopened, and the returned value changes, once a writer has the file (its ``-wal`` exists)
         or has changed it (a writer that came and went between two polls leaves a new mtime)."""
-        if self._snapshot and (self.path.with_name(self.path.name + "-wal").exists()
-                               or self._file_stat() != self._stat):
+        if self._snapshot and (
+            self.path.with_name(self.path.name + "-wal").exists() or self._file_stat() != self._stat
+        ):
             self._conn.close()
             self._conn, self._snapshot = _db.connect_readonly(self.path)
             self._stat = self._file_stat()

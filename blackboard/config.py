@@ -7,8 +7,8 @@ can never silently fall back to a default.
 
 from __future__ import annotations
 
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -160,11 +160,13 @@ class Scenario(_Strict, frozen=True):
 
     def __post_init__(self) -> None:
         if self.agents.brain == "openai-compatible" and not self.llm.base_url:
-            raise ValueError("llm.base_url: required with agents.brain = 'openai-compatible' "
-                             "(e.g. 'http://127.0.0.1:8000/v1')")
+            raise ValueError(
+                "llm.base_url: required with agents.brain = 'openai-compatible' (e.g. 'http://127.0.0.1:8000/v1')"
+            )
         if self.agents.brain == "replay" and not self.llm.replay_from:
-            raise ValueError("llm.replay_from: required with agents.brain = 'replay' (the path of "
-                             "the recorded blackboard)")
+            raise ValueError(
+                "llm.replay_from: required with agents.brain = 'replay' (the path of the recorded blackboard)"
+            )
 
     def replay_path(self) -> Path:
         return Path(self.llm.replay_from).resolve()
@@ -223,14 +225,25 @@ def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
     if not scenario.task_path().is_dir():
         raise ScenarioError(f"{path}: campaign.task: no problem folder at {scenario.task_path()}")
     if not scenario.seed_path().is_file():
-        raise ScenarioError(f"{path}: campaign.seed_file: no seed kernel at {scenario.seed_path()}; name a file "
-                            "of the task folder, or leave it out to use the folder's submission.py")
+        raise ScenarioError(
+            f"{path}: campaign.seed_file: no seed kernel at {scenario.seed_path()}; name a file "
+            "of the task folder, or leave it out to use the folder's submission.py"
+        )
     return scenario
 
 
 # What a resumed campaign may not change: its identity, its problem and who does the work.
-FIXED_ON_RESUME = ("campaign.name", "campaign.seed", "campaign.task", "campaign.seed_file", "evaluator.own_kernel", "evaluator.backend", "evaluator.device",
-                   "evaluator.harness_device", "agents.brain")
+FIXED_ON_RESUME = (
+    "campaign.name",
+    "campaign.seed",
+    "campaign.task",
+    "campaign.seed_file",
+    "evaluator.own_kernel",
+    "evaluator.backend",
+    "evaluator.device",
+    "evaluator.harness_device",
+    "agents.brain",
+)
 
 
 def retune(scenario: Scenario, overrides: list[str], origin: str) -> Scenario:
@@ -240,8 +253,10 @@ def retune(scenario: Scenario, overrides: list[str], origin: str) -> Scenario:
     source = tree.pop("source", None)
     for key, value in parse_overrides(list(overrides), origin):
         if key in FIXED_ON_RESUME:
-            raise ScenarioError(f"{origin}: --set {key}: cannot change on resume (the campaign's "
-                                f"{key.split('.')[-1]} is fixed; start a new campaign instead)")
+            raise ScenarioError(
+                f"{origin}: --set {key}: cannot change on resume (the campaign's "
+                f"{key.split('.')[-1]} is fixed; start a new campaign instead)"
+            )
         _set(tree, key, value, origin)
     return msgspec.structs.replace(decode_scenario(tree, origin), source=source)
 

@@ -47,8 +47,14 @@ def segments(campaign: Campaign) -> list[RunSegment]:
     if campaign.segments:
         return list(campaign.segments)
     cfg = scenario_from_json(campaign.config_json)
-    return [RunSegment(started_at=0.0, rate_per_hour=cfg.evaluator.rate_per_hour, in_flight=cfg.evaluator.in_flight,
-                       hours=cfg.campaign.hours)]
+    return [
+        RunSegment(
+            started_at=0.0,
+            rate_per_hour=cfg.evaluator.rate_per_hour,
+            in_flight=cfg.evaluator.in_flight,
+            hours=cfg.campaign.hours,
+        )
+    ]
 
 
 def first_segment(rate_per_hour: float, in_flight: int, hours: float) -> RunSegment:
@@ -82,20 +88,29 @@ def capacity_s(campaign: Campaign, start: float, end: float) -> float:
 def busy_s(evals: list[Evaluation], subs: list[Submission], start: float, end: float) -> float:
     """Evaluator-seconds spent in [start, end): finished evaluations, and leased ones so far."""
     busy = sum(max(0.0, min(e.finished_at, end) - max(e.started_at, start)) for e in evals)
-    busy += sum(max(0.0, end - max(s.starts[-1], start)) for s in subs
-                if s.state == SubmissionState.LEASED and s.starts)
+    busy += sum(
+        max(0.0, end - max(s.starts[-1], start)) for s in subs if s.state == SubmissionState.LEASED and s.starts
+    )
     return busy
 
 
-def usage(campaign: Campaign, evals: list[Evaluation], subs: list[Submission], starts: list[float],
-          end: float) -> Usage:
+def usage(
+    campaign: Campaign, evals: list[Evaluation], subs: list[Submission], starts: list[float], end: float
+) -> Usage:
     """Utilisation and rate use over [0, end), each against the limits in force at each moment."""
     busy = busy_s(evals, subs, 0.0, end)
     capacity = capacity_s(campaign, 0.0, end)
     allowed = max(1, math.ceil(sum((b - a) / 3600.0 * seg.rate_per_hour for a, b, seg in _spans(campaign, end)) - 1e-9))
     used = sum(1 for t in starts if t < end)
-    return Usage(end=end, busy_s=busy, capacity_s=capacity, utilisation=min(1.0, busy / capacity) if capacity else 0.0,
-                 starts=used, allowed=allowed, rate_used=min(1.0, used / allowed))
+    return Usage(
+        end=end,
+        busy_s=busy,
+        capacity_s=capacity,
+        utilisation=min(1.0, busy / capacity) if capacity else 0.0,
+        starts=used,
+        allowed=allowed,
+        rate_used=min(1.0, used / allowed),
+    )
 
 
 def utilisation_by_hour(campaign: Campaign, evals: list[Evaluation], hours: int) -> list[float]:
@@ -171,10 +186,12 @@ def calibration(hypotheses: list[Hypothesis]) -> Calibration:
     median = widths[mid] if len(widths) % 2 else (widths[mid - 1] + widths[mid]) / 2
     return Calibration(
         judged=len(judged),
-        rank_correlation=spearman([(h.min_uplift + h.max_uplift) / 2 for h in judged],
-                                  [h.observed_uplift for h in judged]),
+        rank_correlation=spearman(
+            [(h.min_uplift + h.max_uplift) / 2 for h in judged], [h.observed_uplift for h in judged]
+        ),
         inside=sum(h.min_uplift <= h.observed_uplift <= h.max_uplift for h in judged) / len(judged),
-        median_width=median)
+        median_width=median,
+    )
 
 
 def calibration_text(cal: Calibration) -> str:
@@ -182,5 +199,7 @@ def calibration_text(cal: Calibration) -> str:
     if cal.judged == 0:
         return "predictions: nothing judged yet"
     rho = "n/a" if cal.rank_correlation is None else f"{cal.rank_correlation:+.2f}"
-    return (f"predictions: rank correlation {rho} (predicted vs observed uplift, {cal.judged} judged), "
-            f"{cal.inside:.0%} inside their range, median range {cal.median_width * 100:.0f} points")
+    return (
+        f"predictions: rank correlation {rho} (predicted vs observed uplift, {cal.judged} judged), "
+        f"{cal.inside:.0%} inside their range, median range {cal.median_width * 100:.0f} points"
+    )

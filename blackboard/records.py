@@ -87,8 +87,7 @@ class Shape(msgspec.Struct, frozen=True):
         seed = kwargs.get("seed", 0)
         # task.yml gives m, n, k as whole numbers
         m, n, k = (cast("int | None", kwargs.get(name)) for name in ("m", "n", "k"))
-        return cls(m=m, n=n, k=k,
-                   seed=seed if isinstance(seed, int) else 0, args=tuple(rest.items()))
+        return cls(m=m, n=n, k=k, seed=seed if isinstance(seed, int) else 0, args=tuple(rest.items()))
 
     def kwargs(self) -> dict[str, Arg]:
         """The keyword arguments for ``generate_input`` (seed included)."""
@@ -169,7 +168,7 @@ class Provenance(msgspec.Struct, frozen=True):
     # never from the campaign's settings or the backend's name.
     @property
     def kind(self) -> str:
-        """"simulated" or "measured"."""
+        """ "simulated" or "measured"."""
         return "simulated" if self.simulated else "measured"
 
     @property
@@ -178,15 +177,17 @@ class Provenance(msgspec.Struct, frozen=True):
         return self.device.replace("(simulated)", "").strip()
 
     def label(self) -> str:
-        """"simulated on AMD Instinct MI300X" / "measured on NVIDIA H200"."""
+        """ "simulated on AMD Instinct MI300X" / "measured on NVIDIA H200"."""
         return f"{self.kind} on {self.hardware}"
 
     def protocol(self) -> str:
         """How the time was produced, in one line."""
         if self.simulated:
             model = f" {self.model}" if self.model else ""
-            return (f"simulated {self.hardware}: time from the analytic model{model}, correctness run "
-                    f"under Triton's CPU interpreter")
+            return (
+                f"simulated {self.hardware}: time from the analytic model{model}, correctness run "
+                f"under Triton's CPU interpreter"
+            )
         return f"measured on {self.hardware} ({self.timing_method})"
 
 
@@ -329,8 +330,21 @@ class Evaluation(msgspec.Struct, frozen=True):
 # "closing" is the runner's last word when a campaign reaches its end: the campaign is over while
 # it is the latest message (a resume that extends the campaign writes after it).
 MessageKind = Literal[
-    "info", "selection", "avenues", "plan", "choice", "kernel", "review", "queue", "evaluation",
-    "verdict", "finding", "warning", "error", "llm", "closing",
+    "info",
+    "selection",
+    "avenues",
+    "plan",
+    "choice",
+    "kernel",
+    "review",
+    "queue",
+    "evaluation",
+    "verdict",
+    "finding",
+    "warning",
+    "error",
+    "llm",
+    "closing",
 ]
 
 

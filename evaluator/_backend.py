@@ -35,8 +35,9 @@ class Backend(Protocol):
 
     def __enter__(self) -> Backend: ...
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None: ...
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
 
     async def evaluate(self, source: str, *, submission_id: int = 0, secret_seed: int = 0) -> EvalReport:
         """The full judgement: correctness on the task's tests, then the ranked shapes' times."""
@@ -55,8 +56,9 @@ class BackendUnavailable(Exception):
     """The chosen backend cannot run on this machine; the message says which setting and why."""
 
 
-def make_backend(cfg: EvaluatorConfig, task: Task, *, setting: str | None = None,
-                 instead: str = "evaluator.backend = 'simulated'") -> Backend:
+def make_backend(
+    cfg: EvaluatorConfig, task: Task, *, setting: str | None = None, instead: str = "evaluator.backend = 'simulated'"
+) -> Backend:
     """The backend ``cfg`` asks for, for ``task``. ``setting`` names where the choice was made and
     ``instead`` what to use on a machine without a GPU, for the error message."""
     from evaluator._local import LocalBackend
@@ -65,19 +67,32 @@ def make_backend(cfg: EvaluatorConfig, task: Task, *, setting: str | None = None
 
     where = setting or f"evaluator.backend = '{cfg.backend}'"
     if cfg.backend == "simulated":
-        return SimulatedBackend(task, device=cfg.device, noise=cfg.noise, timeout_s=cfg.timeout_s,
-                                own_kernel=cfg.own_kernel)
+        return SimulatedBackend(
+            task, device=cfg.device, noise=cfg.noise, timeout_s=cfg.timeout_s, own_kernel=cfg.own_kernel
+        )
     if cfg.backend == "ray":  # the cluster's own checks (reachable, big enough for in_flight) in one line
         try:
-            return RayBackend(task, address=cfg.ray_address, in_flight=cfg.in_flight, timeout_s=cfg.timeout_s,
-                              max_calls=cfg.max_calls, shape_budget_s=cfg.shape_budget_s,
-                              device=cfg.harness_device, own_kernel=cfg.own_kernel)
+            return RayBackend(
+                task,
+                address=cfg.ray_address,
+                in_flight=cfg.in_flight,
+                timeout_s=cfg.timeout_s,
+                max_calls=cfg.max_calls,
+                shape_budget_s=cfg.shape_budget_s,
+                device=cfg.harness_device,
+                own_kernel=cfg.own_kernel,
+            )
         except ClusterError as exc:
             raise BackendUnavailable(f"{where}: {exc}") from None
     try:
-        return LocalBackend(task, timeout_s=cfg.timeout_s, max_calls=cfg.max_calls,
-                            shape_budget_s=cfg.shape_budget_s, device=cfg.harness_device,
-                            own_kernel=cfg.own_kernel)
+        return LocalBackend(
+            task,
+            timeout_s=cfg.timeout_s,
+            max_calls=cfg.max_calls,
+            shape_budget_s=cfg.shape_budget_s,
+            device=cfg.harness_device,
+            own_kernel=cfg.own_kernel,
+        )
     except RuntimeError as exc:  # no GPU visible: the constructor's reason, then our own advice
         reason = str(exc).split(";")[0]
         raise BackendUnavailable(f"{where}: {reason}; use {instead} on this machine") from None

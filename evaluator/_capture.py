@@ -24,8 +24,17 @@ from collections.abc import Callable, Iterator
 from evaluator._wire import Launch, TensorArg, TorchOp
 
 _LAUNCH_OPTIONS = {
-    "num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "waves_per_eu",
-    "matrix_instr_nonkdim", "kpack", "launch_cooperative_grid", "launch_pdl", "debug",
+    "num_warps",
+    "num_stages",
+    "num_ctas",
+    "maxnreg",
+    "enable_fp_fusion",
+    "waves_per_eu",
+    "matrix_instr_nonkdim",
+    "kpack",
+    "launch_cooperative_grid",
+    "launch_pdl",
+    "debug",
 }
 _AMD_KNOBS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack")
 _features_cache: dict[tuple, dict[str, bool | str]] = {}
@@ -36,10 +45,21 @@ class _Unknown(Exception):
     """An expression whose value is not fixed by the launch's constexprs."""
 
 
-_CMP = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
-        ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b}
-_BIN = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-        ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b}
+_CMP = {
+    ast.Eq: lambda a, b: a == b,
+    ast.NotEq: lambda a, b: a != b,
+    ast.Lt: lambda a, b: a < b,
+    ast.LtE: lambda a, b: a <= b,
+    ast.Gt: lambda a, b: a > b,
+    ast.GtE: lambda a, b: a >= b,
+}
+_BIN = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.FloorDiv: lambda a, b: a // b,
+    ast.Mod: lambda a, b: a % b,
+}
 
 
 def _static_value(node: ast.expr, env: dict[str, int | bool | float]):
@@ -100,8 +120,9 @@ def _parse(src: str) -> ast.Module | None:
         return None
 
 
-def kernel_features(src: str, constexprs: dict[str, int | bool | float] | None = None,
-                    tree: ast.Module | None = None) -> dict[str, bool | str]:
+def kernel_features(
+    src: str, constexprs: dict[str, int | bool | float] | None = None, tree: ast.Module | None = None
+) -> dict[str, bool | str]:
     """What one launch of the kernel does in its matrix work (see ``Launch``).
 
     The source is read as the launch compiles it: ``if`` branches on constexprs (``if MODE == 0``,
@@ -117,13 +138,23 @@ def kernel_features(src: str, constexprs: dict[str, int | bool | float] | None =
     env = dict(constexprs or {})
     tree = tree if tree is not None else _parse(src)
     if tree is None:
-        return {"has_dot": bool(re.search(r"\btl\.dot(_scaled)?\s*\(", src)),
-                "precise_acc": bool(re.search(r"max_num_imprecise_acc\s*=\s*0\b", src)),
-                "atomic": bool(re.search(r"\btl\.atomic_\w+\s*\(", src)), "upcast_bf16": False, "upcast_fp32": False,
-                "upcast_to": ""}
+        return {
+            "has_dot": bool(re.search(r"\btl\.dot(_scaled)?\s*\(", src)),
+            "precise_acc": bool(re.search(r"max_num_imprecise_acc\s*=\s*0\b", src)),
+            "atomic": bool(re.search(r"\btl\.atomic_\w+\s*\(", src)),
+            "upcast_bf16": False,
+            "upcast_fp32": False,
+            "upcast_to": "",
+        }
     tree = _TakeBranches(env).visit(ast.parse(ast.unparse(tree)))  # a copy: the cached tree stays whole
-    feats = {"has_dot": False, "precise_acc": False, "atomic": False, "upcast_bf16": False, "upcast_fp32": False,
-             "upcast_to": ""}
+    feats = {
+        "has_dot": False,
+        "precise_acc": False,
+        "atomic": False,
+        "upcast_bf16": False,
+        "upcast_fp32": False,
+        "upcast_to": "",
+    }
     assigned: dict[str, list[str]] = {}
     for node in ast.walk(tree):
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
@@ -171,8 +202,13 @@ def _source_of(kernel) -> str:
 
 
 def _tensor_arg(name: str, t) -> TensorArg:
-    return TensorArg(name=name, shape=list(t.shape), stride=list(t.stride()), dtype=str(t.dtype).removeprefix("torch."),
-                     element_size=t.element_size())
+    return TensorArg(
+        name=name,
+        shape=list(t.shape),
+        stride=list(t.stride()),
+        dtype=str(t.dtype).removeprefix("torch."),
+        element_size=t.element_size(),
+    )
 
 
 def _record_launch(kernel, args: tuple, grid, kwargs: dict) -> Launch:
@@ -211,8 +247,18 @@ def _record_launch(kernel, args: tuple, grid, kwargs: dict) -> Launch:
 
 
 _MM_OPS = ("aten.mm", "aten.addmm", "aten.bmm", "aten._scaled_mm", "aten.baddbmm", "aten._scaled_grouped_mm")
-_FREE_OPS = ("aten.empty", "aten.empty_strided", "aten.empty_like", "aten.detach", "aten.alias", "aten.lift_fresh",
-             "aten._local_scalar_dense", "aten.set_", "aten.new_empty", "aten.new_empty_strided")
+_FREE_OPS = (
+    "aten.empty",
+    "aten.empty_strided",
+    "aten.empty_like",
+    "aten.detach",
+    "aten.alias",
+    "aten.lift_fresh",
+    "aten._local_scalar_dense",
+    "aten.set_",
+    "aten.new_empty",
+    "aten.new_empty_strided",
+)
 
 
 def _mm_flops(name: str, args: tuple) -> int:
@@ -237,8 +283,10 @@ def heavy_op_verdict(ops: list[TorchOp], shape, flops: float | None) -> str | No
     if not heavy or flops is None or heavy < 0.25 * flops:
         return None
     names = sorted({op.op for op in ops if op.flops})
-    return (f"rule heavy_op_runtime: the task's matrix product ran in torch ({', '.join(names)}) on "
-            f"{shape.label()}; write the kernel instead")
+    return (
+        f"rule heavy_op_runtime: the task's matrix product ran in torch ({', '.join(names)}) on "
+        f"{shape.label()}; write the kernel instead"
+    )
 
 
 def torch_recorder(sink: list[TorchOp]):
@@ -254,13 +302,15 @@ def torch_recorder(sink: list[TorchOp]):
                 return out
             ins = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
             outs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
-            sink.append(TorchOp(
-                op=name,
-                bytes_read=sum(t.numel() * t.element_size() for t in ins),
-                bytes_written=sum(t.numel() * t.element_size() for t in outs),
-                flops=_mm_flops(name, tuple(args)) if name.startswith(_MM_OPS) else 0,
-                dtype=str(outs[0].dtype).removeprefix("torch.") if outs and name.startswith(_MM_OPS) else "",
-            ))
+            sink.append(
+                TorchOp(
+                    op=name,
+                    bytes_read=sum(t.numel() * t.element_size() for t in ins),
+                    bytes_written=sum(t.numel() * t.element_size() for t in outs),
+                    flops=_mm_flops(name, tuple(args)) if name.startswith(_MM_OPS) else 0,
+                    dtype=str(outs[0].dtype).removeprefix("torch.") if outs and name.startswith(_MM_OPS) else "",
+                )
+            )
             return out
 
     return _Recorder()
@@ -282,9 +332,11 @@ def capture_launches(
     """
     from triton.runtime import autotuner, interpreter, jit
 
-    patched = [(jit.JITFunction, "run", jit.JITFunction.run),
-               (interpreter.InterpretedFunction, "run", interpreter.InterpretedFunction.run),
-               (autotuner.Autotuner, "run", autotuner.Autotuner.run)]
+    patched = [
+        (jit.JITFunction, "run", jit.JITFunction.run),
+        (interpreter.InterpretedFunction, "run", interpreter.InterpretedFunction.run),
+        (autotuner.Autotuner, "run", autotuner.Autotuner.run),
+    ]
 
     def make_run(original):
         def run(self, *args, grid, warmup, **kwargs):
@@ -294,6 +346,7 @@ def capture_launches(
             if execute:
                 return original(self, *args, grid=grid, warmup=warmup, **kwargs)
             return None
+
         return run
 
     def tuned_run(self, *args, **kwargs):

@@ -54,6 +54,7 @@ def preload() -> None:
     import triton.language  # noqa: F401
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.utils._python_dispatch import TorchDispatchMode  # noqa: F401
+
     import evaluator._model  # noqa: F401
 
     try:  # the interpreter imports gluon lazily at the first launch: ~65 ms per child otherwise
@@ -126,10 +127,13 @@ def meta_inputs(ref, shape: Shape):
         if isinstance(x, (tuple, list)):
             return type(x)(rebuild(v) for v in x)
         return x
+
     return rebuild(fake)
 
 
-def _check_one(fn, shape: Shape, data, req: ChildRequest, launches: list[Launch] | None = None) -> CheckOutput | ChildResult:
+def _check_one(
+    fn, shape: Shape, data, req: ChildRequest, launches: list[Launch] | None = None
+) -> CheckOutput | ChildResult:
     clones = clone_data(data)
     prefill_output(clones, req.meta)  # stale or skipped writes cannot pass as zeros
     ops: list[TorchOp] = []
@@ -239,10 +243,13 @@ def _probe_on_meta(fn, shape: Shape, data, real_launches: list[Launch], phase: _
             raise
         return f"{type(exc).__name__}: {_one_line(exc, 200)}"
     if _launch_plan(probed) != _launch_plan(real_launches):
-        return ChildResult("rejected", f"rule meta_consistency: on {shape.label()} the launches recorded "
-                           f"on meta inputs ({len(probed)}: {_one_line(_launch_plan(probed), 160)}) differ from "
-                           f"the checked run's ({len(real_launches)}: {_one_line(_launch_plan(real_launches), 160)}); "
-                           "launch the same work whatever the device")
+        return ChildResult(
+            "rejected",
+            f"rule meta_consistency: on {shape.label()} the launches recorded "
+            f"on meta inputs ({len(probed)}: {_one_line(_launch_plan(probed), 160)}) differ from "
+            f"the checked run's ({len(real_launches)}: {_one_line(_launch_plan(real_launches), 160)}); "
+            "launch the same work whatever the device",
+        )
     return None
 
 
@@ -261,6 +268,7 @@ def _capture_ranked(fn, bench_in: list, device_name: str, unrecordable: str | No
         phase.now = f"launch capture on meta tensors ({shape.label()})"
         launches: list[Launch] = []
         ops: list[TorchOp] = []
+
         def fastest(opts: list[list[Launch]], s: Shape = shape) -> int:  # what an autotuner would keep
             return min(range(len(opts)), key=lambda i: launches_time_us(opts[i], s, device))
 

@@ -38,22 +38,55 @@ class DeviceSpec(msgspec.Struct, frozen=True):
 
 
 _H200 = DeviceSpec(
-    name="h200", label="NVIDIA H200 SXM", units=132, lanes=32, fp8_tflops=1979.0,
-    bf16_tflops=989.0, fp32_matrix_tflops=494.7, vector_fp32_tflops=67.0, hbm_tbps=4.8, l2_mb_per_domain=60.0,
-    l2_domains=1, l2_tbps=12.0, llc_mb=0.0, llc_tbps=0.0, smem_kb=227, regs_per_lane=255, reg_file_kb=256,
-    max_waves_per_unit=64, launch_us=3.0, fp8_full_precision_acc=False)
+    name="h200",
+    label="NVIDIA H200 SXM",
+    units=132,
+    lanes=32,
+    fp8_tflops=1979.0,
+    bf16_tflops=989.0,
+    fp32_matrix_tflops=494.7,
+    vector_fp32_tflops=67.0,
+    hbm_tbps=4.8,
+    l2_mb_per_domain=60.0,
+    l2_domains=1,
+    l2_tbps=12.0,
+    llc_mb=0.0,
+    llc_tbps=0.0,
+    smem_kb=227,
+    regs_per_lane=255,
+    reg_file_kb=256,
+    max_waves_per_unit=64,
+    launch_us=3.0,
+    fp8_full_precision_acc=False,
+)
 
 DEVICES: dict[str, DeviceSpec] = {
     "mi300x": DeviceSpec(
-        name="mi300x", label="AMD Instinct MI300X", units=304, lanes=64, fp8_tflops=2614.9,
-        bf16_tflops=1307.4, fp32_matrix_tflops=163.4, vector_fp32_tflops=163.4, hbm_tbps=5.3, l2_mb_per_domain=4.0,
-        l2_domains=8, l2_tbps=8 * 2.1 * 2048 / 1000, llc_mb=256.0, llc_tbps=17.0, smem_kb=64,
-        regs_per_lane=512, reg_file_kb=512, max_waves_per_unit=32, launch_us=4.0, fp8_full_precision_acc=True,
-        vendor="amd"),
+        name="mi300x",
+        label="AMD Instinct MI300X",
+        units=304,
+        lanes=64,
+        fp8_tflops=2614.9,
+        bf16_tflops=1307.4,
+        fp32_matrix_tflops=163.4,
+        vector_fp32_tflops=163.4,
+        hbm_tbps=5.3,
+        l2_mb_per_domain=4.0,
+        l2_domains=8,
+        l2_tbps=8 * 2.1 * 2048 / 1000,
+        llc_mb=256.0,
+        llc_tbps=17.0,
+        smem_kb=64,
+        regs_per_lane=512,
+        reg_file_kb=512,
+        max_waves_per_unit=32,
+        launch_us=4.0,
+        fp8_full_precision_acc=True,
+        vendor="amd",
+    ),
     "h200": _H200,
     # The same Hopper chip with less and slower HBM and a smaller L2.
-    "h100": msgspec.structs.replace(_H200, name="h100", label="NVIDIA H100 SXM", hbm_tbps=3.35,
-                                    l2_mb_per_domain=50.0),
+    "h100": msgspec.structs.replace(_H200, name="h100", label="NVIDIA H100 SXM", hbm_tbps=3.35, l2_mb_per_domain=50.0),
 }
 
 

@@ -48,8 +48,13 @@ def _versions() -> dict[str, str]:
     import torch
     import triton
 
-    return {"python": sys.version.split()[0], "torch": str(torch.__version__), "triton": str(triton.__version__),
-            "cuda": str(torch.version.cuda), "hip": str(torch.version.hip)}
+    return {
+        "python": sys.version.split()[0],
+        "torch": str(torch.__version__),
+        "triton": str(triton.__version__),
+        "cuda": str(torch.version.cuda),
+        "hip": str(torch.version.hip),
+    }
 
 
 def _judge(out, data, pristine, shape, ref, meta, when: str = "") -> str | None:
@@ -100,8 +105,9 @@ def _fresh(ref, shape, seed, device: str = "cuda", meta=None):
     return data, pristine
 
 
-def time_shape(fn, ref, shape, req: GpuRequest, flush, stop_on_failure: bool = True, guard: bool = True,
-               fresh: bool = True):
+def time_shape(
+    fn, ref, shape, req: GpuRequest, flush, stop_on_failure: bool = True, guard: bool = True, fresh: bool = True
+):
     """Time ``fn`` on one ranked shape; returns (ShapeSamples, first failure or None). With
     ``stop_on_failure=False`` (the benchmark script) it keeps timing and reports the failure;
     ``guard=False`` lets torch do the matrix product (the benchmark's reference and _scaled_mm);
@@ -173,7 +179,9 @@ def run(req: GpuRequest) -> GpuResult:
             _, reason = _call(fn, data, shape, ref, pristine, req.meta, guard=guard, device=req.device)
             if reason:
                 return GpuResult("wrong_output", reason, device=device, versions=versions)
-        flush = torch.empty(req.l2_flush_bytes // 4, dtype=torch.float32, device="cuda") if req.device == "cuda" else None
+        flush = (
+            torch.empty(req.l2_flush_bytes // 4, dtype=torch.float32, device="cuda") if req.device == "cuda" else None
+        )
         samples = []
         for shape in req.benchmarks:
             phase = f"ranked {shape.label()}"
@@ -188,12 +196,19 @@ def run(req: GpuRequest) -> GpuResult:
         return GpuResult("oom", f"out of memory during {phase}: {str(exc).splitlines()[0][:300]}", device=device)
     except BaseException as exc:  # the candidate may raise anything
         frames = traceback.extract_tb(exc.__traceback__)
-        where = next((f"{os.path.basename(fr.filename)}:{fr.lineno}" for fr in reversed(frames)
-                      if fr.filename.endswith("submission.py")), "")
+        where = next(
+            (
+                f"{os.path.basename(fr.filename)}:{fr.lineno}"
+                for fr in reversed(frames)
+                if fr.filename.endswith("submission.py")
+            ),
+            "",
+        )
         text = " ".join(f"{type(exc).__name__}: {exc}".split())[:400]
         kind: GpuStatus = "compile_error" if "CompilationError" in type(exc).__name__ or phase == "import" else "crash"
-        return GpuResult(kind, f"{text} during {phase}{' at ' + where if where else ''}", device=device,
-                         versions=versions)
+        return GpuResult(
+            kind, f"{text} during {phase}{' at ' + where if where else ''}", device=device, versions=versions
+        )
 
 
 def main() -> None:

@@ -23,7 +23,6 @@ import subprocess
 import sys
 import tempfile
 import time
-
 from typing import Literal
 
 import anyio
@@ -62,8 +61,9 @@ def _gpu_ids() -> list[str]:
 
 def _smi(query: str) -> str:
     try:
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20).stdout
+        out = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"], capture_output=True, text=True, timeout=20
+        ).stdout
         return out.splitlines()[0].strip() if out.strip() else ""
     except (OSError, subprocess.TimeoutExpired):
         return ""
@@ -75,9 +75,17 @@ class LocalBackend:
     name = "local"
     simulated = False
 
-    def __init__(self, task: Task, timeout_s: float = 600.0, output_limit: int = 64_000,
-                 max_calls: int = 100, shape_budget_s: float = 5.0, gpus: list[str] | None = None,
-                 device: Literal["cuda", "cpu"] = "cuda", own_kernel: bool = False) -> None:
+    def __init__(
+        self,
+        task: Task,
+        timeout_s: float = 600.0,
+        output_limit: int = 64_000,
+        max_calls: int = 100,
+        shape_budget_s: float = 5.0,
+        gpus: list[str] | None = None,
+        device: Literal["cuda", "cpu"] = "cuda",
+        own_kernel: bool = False,
+    ) -> None:
         """``device="cpu"`` runs the same processes and protocol on the CPU under Triton's
         interpreter, timed by the host clock: every guarantee but the speed, for tests.
         ``own_kernel`` turns on the rules about what the kernel may call (a campaign's policy)."""
@@ -92,8 +100,10 @@ class LocalBackend:
         self.own_kernel = own_kernel
         self.gpus = gpus if gpus is not None else (["cpu"] if device == "cpu" else _gpu_ids())
         if not self.gpus:
-            raise RuntimeError("the local backend found no GPU (nvidia-smi and torch see none); "
-                               "use evaluator.backend = \"simulated\" on this machine")
+            raise RuntimeError(
+                "the local backend found no GPU (nvidia-smi and torch see none); "
+                'use evaluator.backend = "simulated" on this machine'
+            )
         cpu = device == "cpu"
         self.device_name = CPU_DEVICE if cpu else (_smi("name") or "GPU")
         self.driver = "" if cpu else _smi("driver_version")
@@ -132,45 +142,67 @@ class LocalBackend:
         async with self._slots:
             gpu = self._free.pop(0)
             try:
-                return await anyio.to_thread.run_sync(self._evaluate_on, gpu, source, submission_id,
-                                                      secret_seed)
+                return await anyio.to_thread.run_sync(self._evaluate_on, gpu, source, submission_id, secret_seed)
             finally:
                 self._free.append(gpu)
 
     # ---- one candidate in one fresh process -------------------------------------------------
-    def _evaluate_on(self, gpu: str, source: str, submission_id: int, secret_seed: int,
-                     reference: bool = False) -> EvalReport:
+    def _evaluate_on(
+        self, gpu: str, source: str, submission_id: int, secret_seed: int, reference: bool = False
+    ) -> EvalReport:
         req = self.request(source, secret_seed, reference=reference)
         run = run_harness(req, gpu, self.timeout_s, self.output_limit)
         return self.judge(run, submission_id, secret_seed, self._here())
 
-    def request(self, source: str, secret_seed: int, reference: bool = False,
-                spec: DeviceSpec | None = None) -> GpuRequest:
+    def request(
+        self, source: str, secret_seed: int, reference: bool = False, spec: DeviceSpec | None = None
+    ) -> GpuRequest:
         """What the harness process is sent: the task's shapes with their seeds mixed with the
         secret seed here, in the trusted parent (the candidate never sees the secret)."""
+
         def mixed(s: Shape) -> Shape:
             return s.with_seed(mix_seed(s.seed, secret_seed))
 
-        return GpuRequest(source=source, modules=self.task.modules,
-                          tests=[mixed(s) for s in self.task.tests],
-                          benchmarks=[mixed(s) for s in self.task.benchmarks], max_calls=self.max_calls,
-                          shape_budget_s=self.shape_budget_s, time_reference=reference,
-                          l2_flush_bytes=l2_flush_bytes(spec or self.spec), device=self.device,
-                          meta=self.task.meta, own_kernel=self.own_kernel and not reference)
+        return GpuRequest(
+            source=source,
+            modules=self.task.modules,
+            tests=[mixed(s) for s in self.task.tests],
+            benchmarks=[mixed(s) for s in self.task.benchmarks],
+            max_calls=self.max_calls,
+            shape_budget_s=self.shape_budget_s,
+            time_reference=reference,
+            l2_flush_bytes=l2_flush_bytes(spec or self.spec),
+            device=self.device,
+            meta=self.task.meta,
+            own_kernel=self.own_kernel and not reference,
+        )
 
     def _here(self) -> Where:
         cpu = self.device == "cpu"
         return Where(device=self.device_name, driver=self.driver, sm_clock="" if cpu else _smi("clocks.sm"))
 
-    def judge(self, run: HarnessRun, submission_id: int, secret_seed: int, where: Where,
-              backend: str = "local", notes: str = "") -> EvalReport:
+    def judge(
+        self,
+        run: HarnessRun,
+        submission_id: int,
+        secret_seed: int,
+        where: Where,
+        backend: str = "local",
+        notes: str = "",
+    ) -> EvalReport:
         """The verdict on one harness run, computed here from what the process left behind: its
         token-checked result (statistics from the raw samples), or why there is none."""
-        report = functools.partial(self.report, submission_id=submission_id, secret_seed=secret_seed,
-                                   wall=run.wall_s, where=where, backend=backend, notes=notes)
+        report = functools.partial(
+            self.report,
+            submission_id=submission_id,
+            secret_seed=secret_seed,
+            wall=run.wall_s,
+            where=where,
+            backend=backend,
+            notes=notes,
+        )
         if run.timed_out:
-            return report(Outcome.TIMEOUT, f"exceeded the {self.timeout_s:g} s limit; its process group "
-                          "was killed")
+            return report(Outcome.TIMEOUT, f"exceeded the {self.timeout_s:g} s limit; its process group was killed")
         if run.result is None:
             code = run.exit_code
             why = f"killed by {signal.Signals(-code).name}" if code and code < 0 else f"exited with code {code}"
@@ -181,11 +213,18 @@ class LocalBackend:
             return report(Outcome.CRASH, f"reported a result that does not decode: {exc}")
         if result.status != "ok":
             return report(_STATUS[result.status], result.reason, versions=result.versions)
-        return self._timed(result, submission_id, secret_seed, run.wall_s, where=where, backend=backend,
-                           notes=notes)
+        return self._timed(result, submission_id, secret_seed, run.wall_s, where=where, backend=backend, notes=notes)
 
-    def _timed(self, result: GpuResult, submission_id: int, secret_seed: int, wall: float,
-               where: Where | None = None, backend: str = "local", notes: str = "") -> EvalReport:
+    def _timed(
+        self,
+        result: GpuResult,
+        submission_id: int,
+        secret_seed: int,
+        wall: float,
+        where: Where | None = None,
+        backend: str = "local",
+        notes: str = "",
+    ) -> EvalReport:
         where = where or self._here()
         spec = spec_for(where.device) if where.device != self.device_name else self.spec
         shapes = []
@@ -196,34 +235,78 @@ class LocalBackend:
             flagged = None
             time_us = event
             if host > _HOST_SLACK * sorted(s.event_us)[len(s.event_us) // 2] + _HOST_SLACK_US:
-                flagged, time_us = "device events disagree with the host clock; host time used", sum(s.host_us) / len(s.host_us)
+                flagged, time_us = (
+                    "device events disagree with the host clock; host time used",
+                    sum(s.host_us) / len(s.host_us),
+                )
             if sol is not None and time_us < sol:
                 flagged, time_us = f"faster than the speed of light ({sol:.1f} us); floored", sol
             host_work = round(sum(s.call_us) / len(s.call_us), 3) if s.call_us else None
-            shapes.append(ShapeResult(shape=s.shape, passed=True, time_us=round(time_us, 3),
-                                      sol_us=None if sol is None else round(sol, 3), flagged=flagged,
-                                      host_us=host_work))
+            shapes.append(
+                ShapeResult(
+                    shape=s.shape,
+                    passed=True,
+                    time_us=round(time_us, 3),
+                    sol_us=None if sol is None else round(sol, 3),
+                    flagged=flagged,
+                    host_us=host_work,
+                )
+            )
         score = self.task.score([us for x in shapes if (us := x.time_us) is not None])
         calls = sum(len(s.event_us) for s in result.samples)
-        return self.report(Outcome.PASSED, f"passed {len(self.task.tests)} tests and {len(shapes)} ranked "
-                            f"shapes ({calls} timed calls, each re-checked)", submission_id, secret_seed,
-                            wall=wall, score=score, shapes=shapes, versions=result.versions, where=where,
-                            backend=backend, notes=notes)
+        return self.report(
+            Outcome.PASSED,
+            f"passed {len(self.task.tests)} tests and {len(shapes)} ranked "
+            f"shapes ({calls} timed calls, each re-checked)",
+            submission_id,
+            secret_seed,
+            wall=wall,
+            score=score,
+            shapes=shapes,
+            versions=result.versions,
+            where=where,
+            backend=backend,
+            notes=notes,
+        )
 
-    def report(self, outcome, reason, submission_id, secret_seed, wall=0.0, score=None, shapes=(),
-                versions=None, where: Where | None = None, backend: str = "local", notes: str = "") -> EvalReport:
+    def report(
+        self,
+        outcome,
+        reason,
+        submission_id,
+        secret_seed,
+        wall=0.0,
+        score=None,
+        shapes=(),
+        versions=None,
+        where: Where | None = None,
+        backend: str = "local",
+        notes: str = "",
+    ) -> EvalReport:
         where = where or Where(device=self.device_name, driver=self.driver, sm_clock="")
         prov = Provenance(
-            backend=backend, simulated=False, device=where.device,
-            timing_method=("host clock per call on the CPU (test mode: Triton interpreter, no GPU)"
-                           if self.device == "cpu" else
-                           "device events per call, cross-checked with the host clock between device-wide "
-                           "synchronizes; L2 flushed and fresh inputs before every call; every output re-checked"),
+            backend=backend,
+            simulated=False,
+            device=where.device,
+            timing_method=(
+                "host clock per call on the CPU (test mode: Triton interpreter, no GPU)"
+                if self.device == "cpu"
+                else "device events per call, cross-checked with the host clock between device-wide "
+                "synchronizes; L2 flushed and fresh inputs before every call; every output re-checked"
+            ),
             versions={**(versions or {}), "driver": where.driver, "sm_clock": where.sm_clock},
             seeds=[submission_id],
-            notes=f"wall {wall:.1f} s; seeds mixed with the campaign's secret seed" + (f"; {notes}" if notes else ""))
-        return EvalReport(outcome=outcome, reason=reason, provenance=prov, score_us=score, shapes=list(shapes),
-                          checked_shapes=list(self.task.tests), duration_s=0.0)
+            notes=f"wall {wall:.1f} s; seeds mixed with the campaign's secret seed" + (f"; {notes}" if notes else ""),
+        )
+        return EvalReport(
+            outcome=outcome,
+            reason=reason,
+            provenance=prov,
+            score_us=score,
+            shapes=list(shapes),
+            checked_shapes=list(self.task.tests),
+            duration_s=0.0,
+        )
 
 
 # ---- the harness process, wherever it runs ---------------------------------------------------
@@ -258,16 +341,26 @@ def run_harness(req: GpuRequest, gpu: str, timeout_s: float, output_limit: int) 
     if req.device == "cpu":  # no GPU at all: the interpreter runs the kernels
         env["TRITON_INTERPRET"] = "1"
     visible = "" if req.device == "cpu" else str(gpu)
-    env.update(CUDA_VISIBLE_DEVICES=visible, HIP_VISIBLE_DEVICES=visible,
-               TRITON_CACHE_DIR=os.path.join(workdir, ".triton"),
-               TORCH_EXTENSIONS_DIR=os.path.join(workdir, ".torch_ext"))
+    env.update(
+        CUDA_VISIBLE_DEVICES=visible,
+        HIP_VISIBLE_DEVICES=visible,
+        TRITON_CACHE_DIR=os.path.join(workdir, ".triton"),
+        TORCH_EXTENSIONS_DIR=os.path.join(workdir, ".torch_ext"),
+    )
     read_fd, write_fd = os.pipe()
     log = open(os.path.join(workdir, ".output"), "w+b")
     began = time.perf_counter()
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "evaluator._gpu_harness", str(write_fd)],
-                                cwd=workdir, env=env, stdin=subprocess.PIPE, stdout=log, stderr=log,
-                                pass_fds=(write_fd,), start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "evaluator._gpu_harness", str(write_fd)],
+            cwd=workdir,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=log,
+            pass_fds=(write_fd,),
+            start_new_session=True,
+        )
         os.close(write_fd)
         proc.stdin.write(token + b"\n" + msgspec.msgpack.encode(req))
         proc.stdin.close()
@@ -286,8 +379,13 @@ def run_harness(req: GpuRequest, gpu: str, timeout_s: float, output_limit: int) 
         shutil.rmtree(workdir, ignore_errors=True)
     head, _, body = payload.partition(b"\n")
     last = [ln for ln in output.strip().splitlines() if ln.strip()][-1:] or [""]
-    return HarnessRun(timed_out=timed_out, result=body if head == token and body else None,
-                      exit_code=proc.returncode, last_output=last[0], wall_s=time.perf_counter() - began)
+    return HarnessRun(
+        timed_out=timed_out,
+        result=body if head == token and body else None,
+        exit_code=proc.returncode,
+        last_output=last[0],
+        wall_s=time.perf_counter() - began,
+    )
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

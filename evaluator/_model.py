@@ -104,8 +104,32 @@ class Params(msgspec.Struct, frozen=True):
 # constants are not fitted: they are the protocol's floors measured in the same sweep
 # (docs/h200/calib-sweep.json "host", median of 200 calls: an empty call 5.3 us, a torch zero_
 # 12.4 us, an empty Triton launch 19.6 us).
-HOPPER = Params(mma_eff=0.2874, step_latency_us=0.113, vector_ops_scale=1.739, convert_ops=2.224, transpose=16.97, mma_sync_eff=0.4191, promote_us=0.0005189, bf16_convert=3.152, wgmma_n_half=41.42, spill_l1=1.444, spill_l2=8.833, fill_us=0.02909, tile_us=1.012, l2_eff=0.7983, atomic_eff=0.1266, hbm_eff=0.85, launch_us=2.5, blas_eff=0.7, call_us=5.3, host_launch_us=14.3, host_torch_us=7.1)
-FIT_PROVENANCE = 'fitted on the config-split fit half of calib-sweep.json (1080 rows; held out 1224) by scripts/calibrate_model.py'
+HOPPER = Params(
+    mma_eff=0.2874,
+    step_latency_us=0.113,
+    vector_ops_scale=1.739,
+    convert_ops=2.224,
+    transpose=16.97,
+    mma_sync_eff=0.4191,
+    promote_us=0.0005189,
+    bf16_convert=3.152,
+    wgmma_n_half=41.42,
+    spill_l1=1.444,
+    spill_l2=8.833,
+    fill_us=0.02909,
+    tile_us=1.012,
+    l2_eff=0.7983,
+    atomic_eff=0.1266,
+    hbm_eff=0.85,
+    launch_us=2.5,
+    blas_eff=0.7,
+    call_us=5.3,
+    host_launch_us=14.3,
+    host_torch_us=7.1,
+)
+FIT_PROVENANCE = (
+    "fitted on the config-split fit half of calib-sweep.json (1080 rows; held out 1224) by scripts/calibrate_model.py"
+)
 
 # MI300X: the same structure with its published figures (facts/hardware.md: 304 CUs, 2615 TFLOP/s
 # fp8, 5.3 TB/s, 64 KB LDS, 512 VGPRs). Constants that describe Triton's code generation keep
@@ -185,8 +209,18 @@ def _tile_of(pid: int, grid: tuple[int, ...], tm_count: int, tn_count: int, grou
 
 
 @functools.lru_cache(maxsize=65536)
-def _below_l2_fraction(grid: tuple[int, ...], domains: int, tm_count: int, tn_count: int, split: int,
-                       concurrent: int, bm: int, bn: int, group_m: int, remap: bool) -> float:
+def _below_l2_fraction(
+    grid: tuple[int, ...],
+    domains: int,
+    tm_count: int,
+    tn_count: int,
+    split: int,
+    concurrent: int,
+    bm: int,
+    bn: int,
+    group_m: int,
+    remap: bool,
+) -> float:
     """Share of tile loads that miss L2: enumerate the first round of concurrent units, deal them
     to L2 domains, and count distinct A row-blocks and B column-blocks per domain."""
     tiles = tm_count * tn_count
@@ -218,8 +252,20 @@ class _Block(msgspec.Struct, frozen=True):
     notes: list[str]
 
 
-def _block(launch: Launch, dev: DeviceSpec, p: Params, bm: int, bn: int, bk: int, warps: int, stages: int,
-           elem: int, a_kc: bool, b_kc: bool, scaled: bool) -> _Block:
+def _block(
+    launch: Launch,
+    dev: DeviceSpec,
+    p: Params,
+    bm: int,
+    bn: int,
+    bk: int,
+    warps: int,
+    stages: int,
+    elem: int,
+    a_kc: bool,
+    b_kc: bool,
+    scaled: bool,
+) -> _Block:
     notes: list[str] = []
     hopper = not dev.fp8_full_precision_acc
     clock = _CLOCK_GHZ.get(dev.name, 2.0) * 1e3  # clocks per us
@@ -257,9 +303,11 @@ def _block(launch: Launch, dev: DeviceSpec, p: Params, bm: int, bn: int, bk: int
     else:
         smem = stages * (bm + bn) * bk * elem
     if smem > dev.smem_kb * 1024:
-        raise ModelInfeasible(f"{launch.kernel}: out of resource: shared memory, required {smem}, hardware limit "
-                              f"{dev.smem_kb * 1024} (BLOCK_M={bm} BLOCK_N={bn} BLOCK_K={bk} num_stages={stages}); "
-                              "use smaller tiles or fewer stages")
+        raise ModelInfeasible(
+            f"{launch.kernel}: out of resource: shared memory, required {smem}, hardware limit "
+            f"{dev.smem_kb * 1024} (BLOCK_M={bm} BLOCK_N={bn} BLOCK_K={bk} num_stages={stages}); "
+            "use smaller tiles or fewer stages"
+        )
     by_regs = int(dev.reg_file_kb * 256 // (min(regs, limit) * threads))
     resident = max(1, min(dev.smem_kb * 1024 // max(1, smem), by_regs, dev.max_waves_per_unit // warps))
     spill = 1.0
@@ -300,8 +348,16 @@ def _block(launch: Launch, dev: DeviceSpec, p: Params, bm: int, bn: int, bk: int
         ops += p.convert_ops * (p.bf16_convert if launch.upcast_to == "bfloat16" else 1.0) * (bm + bn) * bk
     vector_us = ops / (dev.vector_fp32_tflops * 1e6 / 2 / dev.units)
     chain_us = mma_us + vector_us + p.step_latency_us + chain_extra
-    return _Block(mma_us=mma_us, vector_us=vector_us, smem_us=smem_us, chain_us=chain_us, resident=resident,
-                  spill=spill, regs=regs, notes=notes)
+    return _Block(
+        mma_us=mma_us,
+        vector_us=vector_us,
+        smem_us=smem_us,
+        chain_us=chain_us,
+        resident=resident,
+        spill=spill,
+        regs=regs,
+        notes=notes,
+    )
 
 
 def _round_us(blk: _Block, per_sm: int) -> float:
@@ -322,8 +378,9 @@ def gemm_time_us(launch: Launch, shape: Shape, dev: DeviceSpec) -> LaunchTime:
     a, b = _operand(launch, m, k, taken), _operand(launch, n, k, taken)
     elem = a.element_size if a is not None else 1
     a_kc, b_kc = _k_contiguous(a, k), _k_contiguous(b, k)
-    scaled = any(t.dtype == "float32" and t.name not in taken and len(t.shape) == 2 and t.shape != [m, n]
-                 for t in launch.tensors)
+    scaled = any(
+        t.dtype == "float32" and t.name not in taken and len(t.shape) == 2 and t.shape != [m, n] for t in launch.tensors
+    )
     blk = _block(launch, dev, p, bm, bn, bk, warps, stages, elem, a_kc, b_kc, scaled)
 
     tm_count, tn_count = -(-m // bm), -(-n // bn)
@@ -352,7 +409,9 @@ def gemm_time_us(launch: Launch, shape: Shape, dev: DeviceSpec) -> LaunchTime:
     per_unit = (bm * max(1.0, _REQUEST_BYTES / run_a) + bn * max(1.0, _REQUEST_BYTES / run_b)) * k_unit * elem
     t_l2 = units * (per_unit + scale_bytes) / (dev.l2_tbps * 1e6 * p.l2_eff)
     remap = "NUM_XCDS" in launch.constexprs and dev.l2_domains > 1
-    miss = _below_l2_fraction(tuple(launch.grid), dev.l2_domains, tm_count, tn_count, split, concurrent, bm, bn, group_m, remap)
+    miss = _below_l2_fraction(
+        tuple(launch.grid), dev.l2_domains, tm_count, tn_count, split, concurrent, bm, bn, group_m, remap
+    )
     compulsory = (m + n) * k * elem
     below = max(compulsory, units * (bm + bn) * k_unit * elem * miss)
     if compulsory <= 0.5 * dev.l2_mb_per_domain * 2**20:
@@ -375,16 +434,22 @@ def gemm_time_us(launch: Launch, shape: Shape, dev: DeviceSpec) -> LaunchTime:
         body += rounds * (p.tile_us + fill)
     if split > 1:
         partial = m * n * 4 * split
-        body += (2 * partial / (dev.l2_tbps * 1e6 * p.atomic_eff)) if launch.atomic else partial / (dev.hbm_tbps * 1e6 * p.hbm_eff)
+        body += (
+            (2 * partial / (dev.l2_tbps * 1e6 * p.atomic_eff))
+            if launch.atomic
+            else partial / (dev.hbm_tbps * 1e6 * p.hbm_eff)
+        )
         blk.notes.append(f"split-K {split}")
     else:
         body += 2 * m * n / (dev.hbm_tbps * 1e6 * p.hbm_eff)
     total = body + p.launch_us
     eff = 2 * m * n * k / (total * 1e6) / dev.fp8_tflops
-    detail = (f"tiles {bm}x{bn}x{bk} w{warps} s{stages} units {units} rounds {rounds} x{blk.resident}/SM "
-              f"regs {blk.regs:.0f} step mma {blk.mma_us:.3f} vec {blk.vector_us:.3f} smem {blk.smem_us:.3f} "
-              f"chain {blk.chain_us:.3f}us compute {t_compute:.1f}us mem {t_mem:.1f}us miss {miss:.2f} "
-              f"fp8-peak share {eff:.2f}" + (f"; {', '.join(blk.notes)}" if blk.notes else ""))
+    detail = (
+        f"tiles {bm}x{bn}x{bk} w{warps} s{stages} units {units} rounds {rounds} x{blk.resident}/SM "
+        f"regs {blk.regs:.0f} step mma {blk.mma_us:.3f} vec {blk.vector_us:.3f} smem {blk.smem_us:.3f} "
+        f"chain {blk.chain_us:.3f}us compute {t_compute:.1f}us mem {t_mem:.1f}us miss {miss:.2f} "
+        f"fp8-peak share {eff:.2f}" + (f"; {', '.join(blk.notes)}" if blk.notes else "")
+    )
     return LaunchTime(kernel=launch.kernel, kind="gemm", time_us=total, detail=detail, host_us=p.host_launch_us)
 
 
@@ -402,14 +467,21 @@ def launch_time_us(launch: Launch, shape: Shape, dev: DeviceSpec) -> LaunchTime:
     p = params_for(dev)
     if launch.has_dot:
         if not shape.is_mnk():
-            raise ModelUnsupported(f"kernel {launch.kernel} uses tl.dot, but the task's shape ({shape.label()}) is "
-                                   "not a matrix product's m, n, k: the model cannot count its tiles")
+            raise ModelUnsupported(
+                f"kernel {launch.kernel} uses tl.dot, but the task's shape ({shape.label()}) is "
+                "not a matrix product's m, n, k: the model cannot count its tiles"
+            )
         return gemm_time_us(launch, shape, dev)
     moved = sum(t.nbytes for t in launch.tensors)
     if is_vector_gemm(launch, shape):
         t = 2 * shape.m * shape.n * shape.k / (dev.vector_fp32_tflops * 1e6 * 0.5) + p.launch_us
-        return LaunchTime(kernel=launch.kernel, kind="vector-gemm", time_us=t + moved / (dev.hbm_tbps * 1e6 * p.hbm_eff),
-                          detail="matrix product without tl.dot: vector fp32 rate", host_us=p.host_launch_us)
+        return LaunchTime(
+            kernel=launch.kernel,
+            kind="vector-gemm",
+            time_us=t + moved / (dev.hbm_tbps * 1e6 * p.hbm_eff),
+            detail="matrix product without tl.dot: vector fp32 rate",
+            host_us=p.host_launch_us,
+        )
     return memory_time_us(launch, moved, dev)
 
 
@@ -432,9 +504,13 @@ def memory_time_us(launch: Launch, moved: int, dev: DeviceSpec) -> LaunchTime:
     resident_warps = min(programs, dev.units * per_unit) * warps / dev.units
     share = min(1.0, resident_warps / _SATURATING_WARPS)
     t = moved / (dev.hbm_tbps * 1e6 * p.hbm_eff * share) + rounds * _ROUND_US + p.launch_us
-    return LaunchTime(kernel=launch.kernel, kind="memory", time_us=t,
-                      detail=f"{moved} bytes, {programs} programs x {warps} warps, {rounds} rounds, "
-                      f"bandwidth share {share:.2f}", host_us=p.host_launch_us)
+    return LaunchTime(
+        kernel=launch.kernel,
+        kind="memory",
+        time_us=t,
+        detail=f"{moved} bytes, {programs} programs x {warps} warps, {rounds} rounds, bandwidth share {share:.2f}",
+        host_us=p.host_launch_us,
+    )
 
 
 def torch_op_time_us(op: TorchOp, dev: DeviceSpec) -> LaunchTime:

@@ -78,8 +78,12 @@ class RayRun(msgspec.Struct, frozen=True):
 # ---- on the worker ---------------------------------------------------------------------------
 def _smi(query: str, gpu: str) -> str:
     try:
-        out = subprocess.run(["nvidia-smi", "-i", gpu, f"--query-gpu={query}", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20).stdout
+        out = subprocess.run(
+            ["nvidia-smi", "-i", gpu, f"--query-gpu={query}", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        ).stdout
         return out.splitlines()[0].strip() if out.strip() else ""
     except (OSError, subprocess.TimeoutExpired):
         return ""
@@ -144,19 +148,24 @@ def join_cluster(address: str) -> str:
     try:
         import ray
     except ImportError:
-        raise ClusterError("Ray is not installed here; pip install -e '.[ray]' (on this host and every "
-                           "worker host)") from None
+        raise ClusterError(
+            "Ray is not installed here; pip install -e '.[ray]' (on this host and every worker host)"
+        ) from None
     if not ray.is_initialized():
         if address not in ("", "auto") and not address.startswith("ray://"):
             host, _, port = address.rpartition(":")
             if not host or not port.isdigit():
-                raise ClusterError(f"ray address {address!r}: expected HOST:PORT (the head's, e.g. 10.0.0.5:6379), "
-                                   "'auto', or nothing for this machine")
+                raise ClusterError(
+                    f"ray address {address!r}: expected HOST:PORT (the head's, e.g. 10.0.0.5:6379), "
+                    "'auto', or nothing for this machine"
+                )
             try:
                 socket.create_connection((host, int(port)), timeout=5).close()
             except OSError as exc:
-                raise ClusterError(f"nothing answers at {address} ({exc.strerror or exc}); start the head there "
-                                   "with `ray start --head`, or give its address") from None
+                raise ClusterError(
+                    f"nothing answers at {address} ({exc.strerror or exc}); start the head there "
+                    "with `ray start --head`, or give its address"
+                ) from None
         try:
             ray.init(address=address or None, log_to_driver=False, logging_level="WARNING")
         except Exception as exc:  # ConnectionError, ValueError, RuntimeError: Ray's words, one line
@@ -173,9 +182,18 @@ class RayBackend:
     name = "ray"
     simulated = False
 
-    def __init__(self, task: Task, address: str = "", in_flight: int = 1, timeout_s: float = 600.0,
-                 output_limit: int = 64_000, max_calls: int = 100, shape_budget_s: float = 5.0,
-                 device: str = "cuda", own_kernel: bool = False):
+    def __init__(
+        self,
+        task: Task,
+        address: str = "",
+        in_flight: int = 1,
+        timeout_s: float = 600.0,
+        output_limit: int = 64_000,
+        max_calls: int = 100,
+        shape_budget_s: float = 5.0,
+        device: str = "cuda",
+        own_kernel: bool = False,
+    ):
         """Join the cluster at ``address`` ("" = one already started on this machine, else a new
         local one) and check that it can take ``in_flight`` evaluations at once. Raises
         ClusterError (one line) before anything is written."""
@@ -190,9 +208,16 @@ class RayBackend:
         self.timeout_s = timeout_s
         self.unit = "CPU" if device == "cpu" else "GPU"
         # The parent side of the local backend: requests, verdicts and statistics (no GPU needed).
-        self._parent = LocalBackend(task, timeout_s=timeout_s, output_limit=output_limit, max_calls=max_calls,
-                                    shape_budget_s=shape_budget_s, gpus=["ray"], device=device,
-                                    own_kernel=own_kernel)
+        self._parent = LocalBackend(
+            task,
+            timeout_s=timeout_s,
+            output_limit=output_limit,
+            max_calls=max_calls,
+            shape_budget_s=shape_budget_s,
+            gpus=["ray"],
+            device=device,
+            own_kernel=own_kernel,
+        )
         self._sources = {name: open(path).read() for name, path in task.modules.items()}
         try:
             self._check_size(in_flight)
@@ -211,12 +236,15 @@ class RayBackend:
         have = int(self._ray.cluster_resources().get(self.unit, 0))
         join = f"`ray start --address={self.gcs}`"
         if have == 0:
-            raise ClusterError(f"the Ray cluster at {self.gcs} reports no {self.unit}; join a host that has one "
-                               f"with {join}")
+            raise ClusterError(
+                f"the Ray cluster at {self.gcs} reports no {self.unit}; join a host that has one with {join}"
+            )
         if in_flight > have:
-            raise ClusterError(f"evaluator.in_flight = {in_flight} is more than the {have} {self.unit}"
-                               f"{'s' if have > 1 else ''} the Ray cluster at {self.gcs} reports; set "
-                               f"evaluator.in_flight to at most {have}, or join more hosts with {join}")
+            raise ClusterError(
+                f"evaluator.in_flight = {in_flight} is more than the {have} {self.unit}"
+                f"{'s' if have > 1 else ''} the Ray cluster at {self.gcs} reports; set "
+                f"evaluator.in_flight to at most {have}, or join more hosts with {join}"
+            )
 
     def _start_up_check(self, describe_task) -> Where:
         """One small task: that the workers can import this package, and what they run on."""
@@ -225,11 +253,14 @@ class RayBackend:
             return msgspec.msgpack.decode(self._ray.get(ref, timeout=120), type=Where)
         except self._ray.exceptions.GetTimeoutError:
             self._ray.cancel(ref, force=True)
-            raise ClusterError(f"no {self.unit} of the Ray cluster at {self.gcs} took a task within 120 s; "
-                               "see `ray status`") from None
+            raise ClusterError(
+                f"no {self.unit} of the Ray cluster at {self.gcs} took a task within 120 s; see `ray status`"
+            ) from None
         except self._ray.exceptions.RayError as exc:
-            raise ClusterError(f"the Ray workers cannot run the harness: {_cause(exc)}; install "
-                               "kernel-scientist (the same version) on every host") from None
+            raise ClusterError(
+                f"the Ray workers cannot run the harness: {_cause(exc)}; install "
+                "kernel-scientist (the same version) on every host"
+            ) from None
 
     def _check_cluster(self) -> None:
         """Raise ClusterLost when the head no longer answers or no node offers our resource. The
@@ -265,8 +296,9 @@ class RayBackend:
     async def evaluate(self, source: str, *, submission_id: int, secret_seed: int) -> EvalReport:
         rejected = rule_verdict(source, own_kernel=self._parent.own_kernel)
         if rejected:
-            return self._parent.report(Outcome.REJECTED_BY_RULE, rejected, submission_id, secret_seed,
-                                        where=self._cluster(), backend="ray")
+            return self._parent.report(
+                Outcome.REJECTED_BY_RULE, rejected, submission_id, secret_seed, where=self._cluster(), backend="ray"
+            )
         return await self._attempts(self._parent.request(source, secret_seed), submission_id, secret_seed)
 
     async def _attempts(self, req: GpuRequest, submission_id: int, secret_seed: int) -> EvalReport:
@@ -282,9 +314,14 @@ class RayBackend:
                 continue
             return self._judge(data, submission_id, secret_seed, time.perf_counter() - began, lost)
         return self._parent.report(
-            Outcome.CRASH, f"every one of {ATTEMPTS} attempts lost its Ray worker ({'; '.join(lost)}): a "
+            Outcome.CRASH,
+            f"every one of {ATTEMPTS} attempts lost its Ray worker ({'; '.join(lost)}): a "
             "kernel that kills its worker or exhausts the host's memory, or a failing cluster",
-            submission_id, secret_seed, where=self._cluster(), backend="ray")
+            submission_id,
+            secret_seed,
+            where=self._cluster(),
+            backend="ray",
+        )
 
     def _cluster(self) -> Where:
         """Where a report that no worker produced (a rule, lost attempts) comes from."""
@@ -292,8 +329,12 @@ class RayBackend:
 
     # ---- one attempt -----------------------------------------------------------------------
     def _submit(self, req: GpuRequest):
-        job = RayJob(request=msgspec.structs.replace(req, modules={}), sources=self._sources,
-                     timeout_s=self.timeout_s, output_limit=self._parent.output_limit)
+        job = RayJob(
+            request=msgspec.structs.replace(req, modules={}),
+            sources=self._sources,
+            timeout_s=self.timeout_s,
+            output_limit=self._parent.output_limit,
+        )
         return self._evaluate.remote(msgspec.msgpack.encode(job))
 
     async def _wait(self, ref) -> bytes:
@@ -316,8 +357,10 @@ class RayBackend:
         try:
             return ray.get(ref)
         except ray.exceptions.RayTaskError as exc:  # our own code failed on the worker: a broken host
-            raise ClusterError(f"a Ray worker could not run the harness: {_cause(exc)}; install "
-                               "kernel-scientist (the same version) on every host") from None
+            raise ClusterError(
+                f"a Ray worker could not run the harness: {_cause(exc)}; install "
+                "kernel-scientist (the same version) on every host"
+            ) from None
         except ray.exceptions.RayError as exc:  # NodeDied, WorkerCrashed, ObjectLost, OutOfMemory...
             raise _Lost(_cause(exc)) from None
 

@@ -42,53 +42,187 @@ class RuleFinding(msgspec.Struct, frozen=True):
 
 # rule -> (severity, dotted prefixes that trigger it, why/fix)
 _NAME_RULES: dict[str, tuple[str, tuple[str, ...], str]] = {
-    "environment": ("reject", ("os.environ", "os.getenv", "os.environb", "os.putenv", "os.unsetenv"),
-                    "a submission may not read or change the environment (secrets live there)"),
-    "process_control": ("reject", ("subprocess", "os.system", "os.popen", "os.fork", "os.forkpty", "os.exec",
-                                   "os.spawn", "os.posix_spawn", "os.kill", "os.killpg", "os._exit", "os.setsid",
-                                   "pty", "multiprocessing", "signal",
-                                   # the same calls without the os module's name, and their helpers
-                                   "posix", "nt", "_posixsubprocess", "torch.multiprocessing", "resource",
-                                   "os.getppid", "os.register_at_fork"),
-                        "a submission may not start, signal or end processes"),
-    "native_code": ("reject", ("ctypes", "cffi", "torch.ops.load_library"),
-                    "raw native code escapes every check; write Triton or use cpp_extension (warned)"),
-    "network": ("reject", ("socket", "urllib", "http", "requests", "httpx", "ssl"),
-                "a submission may not open network connections"),
-    "harness_import": ("reject", ("reference", "utils", "eval", "evaluator", "blackboard", "agents",
-                                  "kernel_scientist", "knowledge"),
-                       "the reference and the harness are not the submission's to import; write the kernel"),
-    "introspection": ("reject", ("sys.modules", "sys._getframe", "gc", "inspect", "builtins", "importlib",
-                                 "sys.settrace", "sys.setprofile", "traceback"),
-                      "reaching into the interpreter's modules or frames can find the checker"),
-    "threads_streams": ("reject", ("threading", "_thread", "concurrent", "asyncio", "torch.cuda.Stream",
-                                   "torch.cuda.stream", "torch.cuda.set_stream", "torch.Stream"),
-                        "work on another thread or stream escapes the timed window; launch on the default stream"),
-    "heavy_op": ("reject", ("torch.matmul", "torch.mm", "torch.bmm", "torch.addmm", "torch.einsum",
-                            "torch._scaled_mm", "torch.nn.functional.linear", "torch.tensordot",
-                            "torch.baddbmm", "torch.linalg", "torch.inner", "torch.dot"),
-                 "the task's matrix product must be computed by the submission's own kernel"),
-    "file_write": ("reject", ("shutil", "os.remove", "os.unlink", "os.rename", "os.replace", "os.makedirs",
-                              "os.mkdir", "os.rmdir", "os.chmod", "tempfile", "pathlib",
-                              # raw descriptors can forge the sandbox's result file or write to its pipes
-                              "os.open", "os.write", "os.pwrite", "os.writev", "os.symlink", "os.link",
-                              "os.truncate", "os.ftruncate", "os.dup", "os.dup2", "os.chdir", "os.fchmod",
-                              "os.chown", "os.mkfifo", "os.mknod", "os.removedirs", "os.renames", "io",
-                              "torch.save", "numpy.save", "numpy.savez", "numpy.savetxt"),
-                   "a submission may not write files (it could hijack imports or the result channel)"),
-    "file_read": ("reject", ("numpy.load", "numpy.fromfile", "numpy.loadtxt", "numpy.genfromtxt", "numpy.memmap",
-                             "torch.load", "os.read", "os.listdir", "os.scandir", "os.walk", "glob"),
-                  "a submission may not read files: /proc/<pid>/environ of the campaign process holds its keys"),
-    "cpp_extension": ("warn", ("torch.utils.cpp_extension",),
-                      "compiled extensions cannot run on the simulated backend's CPU"),
+    "environment": (
+        "reject",
+        ("os.environ", "os.getenv", "os.environb", "os.putenv", "os.unsetenv"),
+        "a submission may not read or change the environment (secrets live there)",
+    ),
+    "process_control": (
+        "reject",
+        (
+            "subprocess",
+            "os.system",
+            "os.popen",
+            "os.fork",
+            "os.forkpty",
+            "os.exec",
+            "os.spawn",
+            "os.posix_spawn",
+            "os.kill",
+            "os.killpg",
+            "os._exit",
+            "os.setsid",
+            "pty",
+            "multiprocessing",
+            "signal",
+            # the same calls without the os module's name, and their helpers
+            "posix",
+            "nt",
+            "_posixsubprocess",
+            "torch.multiprocessing",
+            "resource",
+            "os.getppid",
+            "os.register_at_fork",
+        ),
+        "a submission may not start, signal or end processes",
+    ),
+    "native_code": (
+        "reject",
+        ("ctypes", "cffi", "torch.ops.load_library"),
+        "raw native code escapes every check; write Triton or use cpp_extension (warned)",
+    ),
+    "network": (
+        "reject",
+        ("socket", "urllib", "http", "requests", "httpx", "ssl"),
+        "a submission may not open network connections",
+    ),
+    "harness_import": (
+        "reject",
+        ("reference", "utils", "eval", "evaluator", "blackboard", "agents", "kernel_scientist", "knowledge"),
+        "the reference and the harness are not the submission's to import; write the kernel",
+    ),
+    "introspection": (
+        "reject",
+        (
+            "sys.modules",
+            "sys._getframe",
+            "gc",
+            "inspect",
+            "builtins",
+            "importlib",
+            "sys.settrace",
+            "sys.setprofile",
+            "traceback",
+        ),
+        "reaching into the interpreter's modules or frames can find the checker",
+    ),
+    "threads_streams": (
+        "reject",
+        (
+            "threading",
+            "_thread",
+            "concurrent",
+            "asyncio",
+            "torch.cuda.Stream",
+            "torch.cuda.stream",
+            "torch.cuda.set_stream",
+            "torch.Stream",
+        ),
+        "work on another thread or stream escapes the timed window; launch on the default stream",
+    ),
+    "heavy_op": (
+        "reject",
+        (
+            "torch.matmul",
+            "torch.mm",
+            "torch.bmm",
+            "torch.addmm",
+            "torch.einsum",
+            "torch._scaled_mm",
+            "torch.nn.functional.linear",
+            "torch.tensordot",
+            "torch.baddbmm",
+            "torch.linalg",
+            "torch.inner",
+            "torch.dot",
+        ),
+        "the task's matrix product must be computed by the submission's own kernel",
+    ),
+    "file_write": (
+        "reject",
+        (
+            "shutil",
+            "os.remove",
+            "os.unlink",
+            "os.rename",
+            "os.replace",
+            "os.makedirs",
+            "os.mkdir",
+            "os.rmdir",
+            "os.chmod",
+            "tempfile",
+            "pathlib",
+            # raw descriptors can forge the sandbox's result file or write to its pipes
+            "os.open",
+            "os.write",
+            "os.pwrite",
+            "os.writev",
+            "os.symlink",
+            "os.link",
+            "os.truncate",
+            "os.ftruncate",
+            "os.dup",
+            "os.dup2",
+            "os.chdir",
+            "os.fchmod",
+            "os.chown",
+            "os.mkfifo",
+            "os.mknod",
+            "os.removedirs",
+            "os.renames",
+            "io",
+            "torch.save",
+            "numpy.save",
+            "numpy.savez",
+            "numpy.savetxt",
+        ),
+        "a submission may not write files (it could hijack imports or the result channel)",
+    ),
+    "file_read": (
+        "reject",
+        (
+            "numpy.load",
+            "numpy.fromfile",
+            "numpy.loadtxt",
+            "numpy.genfromtxt",
+            "numpy.memmap",
+            "torch.load",
+            "os.read",
+            "os.listdir",
+            "os.scandir",
+            "os.walk",
+            "glob",
+        ),
+        "a submission may not read files: /proc/<pid>/environ of the campaign process holds its keys",
+    ),
+    "cpp_extension": (
+        "warn",
+        ("torch.utils.cpp_extension",),
+        "compiled extensions cannot run on the simulated backend's CPU",
+    ),
 }
 _HEAVY_METHODS = {"matmul", "mm", "bmm", "addmm", "einsum", "_scaled_mm", "linear", "tensordot", "baddbmm"}
-_DYNAMIC_CALLS = {"eval", "exec", "compile", "__import__", "delattr", "globals", "vars", "locals",
-                  "breakpoint"}
-_FRAME_ATTRS = {"tb_frame", "f_back", "f_globals", "f_locals", "gi_frame", "cr_frame", "__globals__",
-                "__subclasses__", "__builtins__"}
-_TIMER_ROOTS = ("time", "torch.cuda", "torch.cuda.Event", "triton.testing", "torch.synchronize",
-                "torch.cuda.synchronize", "torch.cuda.Event.elapsed_time")
+_DYNAMIC_CALLS = {"eval", "exec", "compile", "__import__", "delattr", "globals", "vars", "locals", "breakpoint"}
+_FRAME_ATTRS = {
+    "tb_frame",
+    "f_back",
+    "f_globals",
+    "f_locals",
+    "gi_frame",
+    "cr_frame",
+    "__globals__",
+    "__subclasses__",
+    "__builtins__",
+}
+_TIMER_ROOTS = (
+    "time",
+    "torch.cuda",
+    "torch.cuda.Event",
+    "triton.testing",
+    "torch.synchronize",
+    "torch.cuda.synchronize",
+    "torch.cuda.Event.elapsed_time",
+)
 
 
 class _Walker(ast.NodeVisitor):
@@ -97,8 +231,7 @@ class _Walker(ast.NodeVisitor):
         self.findings: list[RuleFinding] = []
 
     def add(self, rule: str, node: ast.AST, detail: str, severity: str = "reject") -> None:
-        self.findings.append(RuleFinding(rule=rule, line=getattr(node, "lineno", 0), detail=detail,
-                                         severity=severity))  # type: ignore[arg-type]
+        self.findings.append(RuleFinding(rule=rule, line=getattr(node, "lineno", 0), detail=detail, severity=severity))  # type: ignore[arg-type]
 
     def dotted(self, node: ast.AST) -> str | None:
         parts: list[str] = []
@@ -134,13 +267,20 @@ class _Walker(ast.NodeVisitor):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr == "is_meta":
-            self.add("device_probe", node, "uses .is_meta: a kernel that behaves differently when only its launches "
-                     "are recorded is timed on work it does not do; launch the same work on every device")
+            self.add(
+                "device_probe",
+                node,
+                "uses .is_meta: a kernel that behaves differently when only its launches "
+                "are recorded is timed on work it does not do; launch the same work on every device",
+            )
         if node.attr in _FRAME_ATTRS:
             self.add("introspection", node, f"uses .{node.attr}: frames and globals reach the harness's state")
         if node.attr in ("data_ptr", "untyped_storage", "_cdata"):
-            self.add("pointer_cache", node, f"uses .{node.attr}: results may not be keyed on tensor addresses; "
-                     "pass tensors to the kernel directly")
+            self.add(
+                "pointer_cache",
+                node,
+                f"uses .{node.attr}: results may not be keyed on tensor addresses; pass tensors to the kernel directly",
+            )
         name = self.dotted(node)
         if name and "." in name:
             self.check_name(name, node)
@@ -149,8 +289,12 @@ class _Walker(ast.NodeVisitor):
 
     def visit_Constant(self, node: ast.Constant) -> None:
         if node.value == "meta":
-            self.add("device_probe", node, "the string 'meta': a kernel may not test for the meta device the "
-                     "simulated backend records launches on; launch the same work on every device")
+            self.add(
+                "device_probe",
+                node,
+                "the string 'meta': a kernel may not test for the meta device the "
+                "simulated backend records launches on; launch the same work on every device",
+            )
 
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in self.aliases:
@@ -175,23 +319,46 @@ class _Walker(ast.NodeVisitor):
             elif f.id in _DYNAMIC_CALLS:
                 self.add("dynamic_code", node, f"calls {f.id}(): dynamic code and attribute access hide what runs")
             elif f.id == "open":
-                mode = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "mode"), None)
-                if mode is None or (isinstance(mode, ast.Constant) and isinstance(mode.value, str)
-                                    and set(mode.value) <= {"r", "b", "t"}):
-                    self.add("file_read", node, "open() for reading: a submission is self-contained, and "
-                             "/proc/<pid>/environ of the campaign process holds its keys")
+                mode = (
+                    node.args[1]
+                    if len(node.args) > 1
+                    else next((k.value for k in node.keywords if k.arg == "mode"), None)
+                )
+                if mode is None or (
+                    isinstance(mode, ast.Constant)
+                    and isinstance(mode.value, str)
+                    and set(mode.value) <= {"r", "b", "t"}
+                ):
+                    self.add(
+                        "file_read",
+                        node,
+                        "open() for reading: a submission is self-contained, and "
+                        "/proc/<pid>/environ of the campaign process holds its keys",
+                    )
                 else:
-                    self.add("file_write", node, "open() for writing (or with a computed mode): submissions may not write files")
+                    self.add(
+                        "file_write",
+                        node,
+                        "open() for writing (or with a computed mode): submissions may not write files",
+                    )
         elif isinstance(f, ast.Attribute):
             if f.attr in _HEAVY_METHODS and not (self.dotted(f) or "").startswith(("tl.", "triton.")):
-                self.add("heavy_op", node, f".{f.attr}(): the task's matrix product must be computed by the submission's own kernel")
+                self.add(
+                    "heavy_op",
+                    node,
+                    f".{f.attr}(): the task's matrix product must be computed by the submission's own kernel",
+                )
             if f.attr in ("write_text", "write_bytes", "mkdir", "touch", "unlink", "tofile"):
                 self.add("file_write", node, f".{f.attr}(): submissions may not write files")
         self.generic_visit(node)
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
         if isinstance(node.op, ast.MatMult):
-            self.add("heavy_op", node, "the @ operator: the task's matrix product must be computed by the submission's own kernel")
+            self.add(
+                "heavy_op",
+                node,
+                "the @ operator: the task's matrix product must be computed by the submission's own kernel",
+            )
         self.generic_visit(node)
 
     def _patched(self, target: ast.AST, node: ast.AST) -> None:
@@ -200,7 +367,9 @@ class _Walker(ast.NodeVisitor):
             if _stricter_backend_flag(name, node):
                 return
             if name.startswith(_TIMER_ROOTS) or target.attr in ("elapsed_time", "synchronize", "perf_counter", "time"):
-                self.add("timer_patch", node, f"assigns {name or target.attr}: timers and synchronisation may not be patched")
+                self.add(
+                    "timer_patch", node, f"assigns {name or target.attr}: timers and synchronisation may not be patched"
+                )
             elif name.startswith(("torch.", "triton.", "os.", "sys.", "builtins.")):
                 self.add("monkeypatch", node, f"assigns {name}: submissions may not patch library modules")
 
@@ -214,8 +383,13 @@ class _Walker(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Global(self, node: ast.Global) -> None:
-        self.add("global_state", node, f"global {', '.join(node.names)}: state kept across calls can cache "
-                 "results; keep it only for compiled configs", "warn")
+        self.add(
+            "global_state",
+            node,
+            f"global {', '.join(node.names)}: state kept across calls can cache "
+            "results; keep it only for compiled configs",
+            "warn",
+        )
 
 
 POLICY_RULES = frozenset({"heavy_op"})  # what the kernel may call: on only with own_kernel

@@ -154,7 +154,7 @@ def _redirected(target: str):
 
     torch.Generator = generator  # type: ignore[misc]  # torch's own module attribute, put back below
     try:
-        with Devices(), (Scalars() if target == "meta" else contextlib.nullcontext()):
+        with Devices(), Scalars() if target == "meta" else contextlib.nullcontext():
             yield
     finally:
         torch.Generator = real_generator  # type: ignore[misc]

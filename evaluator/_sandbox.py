@@ -35,13 +35,20 @@ class SandboxError(Exception):
 def scrubbed_env() -> dict[str, str]:
     """The server's environment: ours minus anything that looks like a credential or points at
     the campaign's database, plus the interpreter switch and single-threaded math libraries."""
-    env = {k: v for k, v in os.environ.items()
-           if not _SECRET_NAME.search(k) and not k.upper().startswith(_DROP_PREFIXES)}
+    env = {
+        k: v for k, v in os.environ.items() if not _SECRET_NAME.search(k) and not k.upper().startswith(_DROP_PREFIXES)
+    }
     repo_root = str(Path(__file__).resolve().parent.parent)
     # Our packages first; keep a path the user set up for carried dependencies (e.g. wheels).
     path = os.pathsep.join(p for p in (repo_root, os.environ.get("PYTHONPATH", "")) if p)
-    env.update(TRITON_INTERPRET="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONPATH=path,
-               PYTHONDONTWRITEBYTECODE="1", PYTHONHASHSEED="0")
+    env.update(
+        TRITON_INTERPRET="1",
+        OMP_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+        PYTHONPATH=path,
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTHONHASHSEED="0",
+    )
     return env
 
 
@@ -67,7 +74,6 @@ class ForkServer:
         self._proc: subprocess.Popen | None = None
         self._cwd: str | None = None  # made on start, removed on close
 
-
     @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
@@ -81,9 +87,16 @@ class ForkServer:
         log = Path(self._cwd) / "server.log"
         with log.open("ab") as err:  # the child keeps its own copy of the descriptor
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "evaluator._server"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=err, cwd=self._cwd, env=scrubbed_env(), start_new_session=True,
-                close_fds=True, bufsize=0)
+                [sys.executable, "-m", "evaluator._server"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                cwd=self._cwd,
+                env=scrubbed_env(),
+                start_new_session=True,
+                close_fds=True,
+                bufsize=0,
+            )
         try:
             assert self._proc.stdout is not None  # Popen(stdout=PIPE)
             frame = read_frame(self._proc.stdout.fileno(), time.monotonic() + _STARTUP_S)
@@ -136,7 +149,9 @@ class ForkServer:
                 raise ChannelClosed()
         except (OSError, FrameTimeout, ChannelClosed):
             self.stop()
-            return JobOutcome(None, False, time.monotonic() - t0, "the sandbox server died before the candidate started")
+            return JobOutcome(
+                None, False, time.monotonic() - t0, "the sandbox server died before the candidate started"
+            )
         pid = started.pid
         timed_out = False
         try:

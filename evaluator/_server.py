@@ -106,14 +106,17 @@ def serve() -> None:
             except OSError:
                 result = None
             shutil.rmtree(workdir, ignore_errors=True)
-            write_frame(frame_out, Finished(
-                pid=pid,
-                exit_code=os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
-                signal=os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-                result=result,
-                output=output.decode("utf-8", "replace"),
-                output_dropped=dropped,
-            ))
+            write_frame(
+                frame_out,
+                Finished(
+                    pid=pid,
+                    exit_code=os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+                    signal=os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+                    result=result,
+                    output=output.decode("utf-8", "replace"),
+                    output_dropped=dropped,
+                ),
+            )
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -27,10 +27,10 @@ import numpy as np
 from blackboard.records import EvalReport, Outcome, Provenance, Shape, ShapeResult
 from evaluator._child import recheck_index
 from evaluator._devices import DEVICES
-from evaluator._model import MODEL_VERSION, ModelInfeasible, ModelUnsupported, is_vector_gemm, capture_time_us
+from evaluator._model import MODEL_VERSION, ModelInfeasible, ModelUnsupported, capture_time_us, is_vector_gemm
 from evaluator._rules import rule_verdict
-from evaluator._sandbox import ForkServer, JobOutcome, last_output
 from evaluator._rundir import generate_input, import_reference
+from evaluator._sandbox import ForkServer, JobOutcome, last_output
 from evaluator._task import Task, check_failure, mix_seed, task_flops
 from evaluator._values import decode_output
 from evaluator._wire import OUTCOME_OF, CheckOutput, ChildRequest, ChildResult
@@ -57,6 +57,7 @@ def _versions() -> dict[str, str]:
             return importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             return "absent"
+
     return {"python": platform.python_version(), "torch": v("torch"), "triton": v("triton")}
 
 
@@ -75,8 +76,16 @@ class SimulatedBackend:
     name = "simulated"
     simulated = True
 
-    def __init__(self, task: Task, device: str = "mi300x", noise: float = 0.02, timeout_s: float = 30.0,
-                 output_limit: int = 64_000, mem_limit_mb: int = 4096, own_kernel: bool = False) -> None:
+    def __init__(
+        self,
+        task: Task,
+        device: str = "mi300x",
+        noise: float = 0.02,
+        timeout_s: float = 30.0,
+        output_limit: int = 64_000,
+        mem_limit_mb: int = 4096,
+        own_kernel: bool = False,
+    ) -> None:
         """``own_kernel`` turns on the rules about what the kernel may call (a torch matmul doing
         the task's work is rejected): a campaign's policy; ``evaluate`` leaves it off."""
         if device not in DEVICES:
@@ -135,15 +144,22 @@ class SimulatedBackend:
                 with capture_launches(launches, ops):
                     self._reference.ref_kernel(data)
             except Exception as exc:  # e.g. a torch op without a meta kernel: no time invented
-                return EvalReport(outcome=Outcome.PASSED, reason=f"the task's reference, not timed: on {s.label()} it "
-                                  f"cannot be recorded on meta tensors ({' '.join(str(exc).split())[:200]})",
-                                  provenance=self._provenance(0, 0, notes="reference implementation, no sandbox"))
+                return EvalReport(
+                    outcome=Outcome.PASSED,
+                    reason=f"the task's reference, not timed: on {s.label()} it "
+                    f"cannot be recorded on meta tensors ({' '.join(str(exc).split())[:200]})",
+                    provenance=self._provenance(0, 0, notes="reference implementation, no sandbox"),
+                )
             t, _ = capture_time_us(Capture(shape=s, launches=launches, torch_ops=ops), self.device)
             shapes.append(ShapeResult(shape=s, passed=True, time_us=round(t, 4), sol_us=self._sol(s)))
         score = self.task.score([us for r in shapes if (us := r.time_us) is not None])
-        return EvalReport(outcome=Outcome.PASSED, reason=f"the task's reference, modelled {score:.2f} us",
-                          provenance=self._provenance(0, 0, notes="reference implementation, no sandbox"),
-                          score_us=round(score, 4), shapes=shapes)
+        return EvalReport(
+            outcome=Outcome.PASSED,
+            reason=f"the task's reference, modelled {score:.2f} us",
+            provenance=self._provenance(0, 0, notes="reference implementation, no sandbox"),
+            score_us=round(score, 4),
+            shapes=shapes,
+        )
 
     # -- the work --------------------------------------------------------------------------------
     def _sol(self, shape: Shape) -> float | None:
@@ -151,14 +167,28 @@ class SimulatedBackend:
         return None if sol is None else round(sol, 4)
 
     def _provenance(self, submission_id: int, secret_seed: int, notes: str = "") -> Provenance:
-        return Provenance(backend=self.name, simulated=True, device=self.device_name,
-                          timing_method="analytic model", versions=self._versions,
-                          seeds=[secret_seed, submission_id], model=MODEL_VERSION, notes=notes)
+        return Provenance(
+            backend=self.name,
+            simulated=True,
+            device=self.device_name,
+            timing_method="analytic model",
+            versions=self._versions,
+            seeds=[secret_seed, submission_id],
+            model=MODEL_VERSION,
+            notes=notes,
+        )
 
-    def _report(self, mode: Mode, outcome: Outcome, reason: str, prov: Provenance, checked: list[Shape],
-                duration_s: float, **kw) -> EvalReport:
-        return EvalReport(outcome=outcome, reason=reason, provenance=prov, checked_shapes=checked,
-                          duration_s=0.0 if mode == "prescreen" else round(duration_s, 3), **kw)
+    def _report(
+        self, mode: Mode, outcome: Outcome, reason: str, prov: Provenance, checked: list[Shape], duration_s: float, **kw
+    ) -> EvalReport:
+        return EvalReport(
+            outcome=outcome,
+            reason=reason,
+            provenance=prov,
+            checked_shapes=checked,
+            duration_s=0.0 if mode == "prescreen" else round(duration_s, 3),
+            **kw,
+        )
 
     def _run(self, mode: Mode, source: str, submission_id: int, secret_seed: int) -> EvalReport:
         prov = self._provenance(submission_id, secret_seed)
@@ -176,28 +206,52 @@ class SimulatedBackend:
             assert job.finished is not None and job.finished.result is not None  # _failure said so
             result = _result_decoder.decode(job.finished.result)
         except msgspec.DecodeError as exc:
-            return self._report(mode, Outcome.CRASH, f"the result channel held no valid result ({exc}); "
-                                "it may have been forged", prov, [], self._failed_duration(Outcome.CRASH))
+            return self._report(
+                mode,
+                Outcome.CRASH,
+                f"the result channel held no valid result ({exc}); it may have been forged",
+                prov,
+                [],
+                self._failed_duration(Outcome.CRASH),
+            )
         if result.status != "ok":
             outcome = OUTCOME_OF[result.status]
-            return self._report(mode, outcome, result.reason + last_output(job.finished.output) * (outcome is Outcome.CRASH),
-                                prov, [], self._failed_duration(outcome))
+            return self._report(
+                mode,
+                outcome,
+                result.reason + last_output(job.finished.output) * (outcome is Outcome.CRASH),
+                prov,
+                [],
+                self._failed_duration(outcome),
+            )
         # evaluate re-checks the first shape after launch capture (_child._work)
         recheck = [checks[recheck_index(checks)]] if mode == "evaluate" and checks else []
         verdict = self._judge(result.checks, checks + recheck)
         if verdict is not None:
-            return self._report(mode, Outcome.WRONG_OUTPUT, verdict, prov, checks, self._failed_duration(Outcome.WRONG_OUTPUT))
+            return self._report(
+                mode, Outcome.WRONG_OUTPUT, verdict, prov, checks, self._failed_duration(Outcome.WRONG_OUTPUT)
+            )
         if mode == "prescreen":
-            return self._report(mode, Outcome.PASSED, f"passed the pre-screen on {checks[0].label()}", prov, checks, 0.0)
+            return self._report(
+                mode, Outcome.PASSED, f"passed the pre-screen on {checks[0].label()}", prov, checks, 0.0
+            )
         return self._timed(result, prov, checks, submission_id, secret_seed)
 
     def _request(self, mode: Mode, source: str, secret_seed: int) -> ChildRequest:
         shapes = self.task.check_shapes if mode == "evaluate" else [min(self.task.check_shapes, key=lambda s: s.work())]
         checks = [s.with_seed(mix_seed(s.seed, secret_seed)) for s in shapes]
-        return ChildRequest(mode=mode, source=source, task_dir=self.task.path, modules=self.task.modules,
-                            check=checks, bench=self.task.benchmarks if mode == "evaluate" else [],
-                            device=self.device.name, mem_limit_mb=self.mem_limit_mb, meta=self.task.meta,
-                            own_kernel=self.own_kernel)
+        return ChildRequest(
+            mode=mode,
+            source=source,
+            task_dir=self.task.path,
+            modules=self.task.modules,
+            check=checks,
+            bench=self.task.benchmarks if mode == "evaluate" else [],
+            device=self.device.name,
+            mem_limit_mb=self.mem_limit_mb,
+            meta=self.task.meta,
+            own_kernel=self.own_kernel,
+        )
 
     def _failure(self, job: JobOutcome) -> tuple[Outcome, str] | None:
         fin = job.finished
@@ -206,14 +260,18 @@ class SimulatedBackend:
         if fin is None:
             return Outcome.CRASH, job.note or "the sandbox lost the candidate"
         if fin.signal is not None:
-            name = signal.Signals(fin.signal).name if fin.signal in signal.Signals._value2member_map_ else str(fin.signal)
+            name = (
+                signal.Signals(fin.signal).name if fin.signal in signal.Signals._value2member_map_ else str(fin.signal)
+            )
             hint = " (possibly out of memory)" if fin.signal == signal.SIGKILL else ""
             return Outcome.CRASH, f"killed by {name}{hint}{last_output(fin.output)}"
         if fin.result is None:
             return Outcome.CRASH, f"exited with code {fin.exit_code} before reporting a result{last_output(fin.output)}"
         if fin.exit_code != 0:  # the harness exits 0 only after writing its own result: this one is not its
-            return Outcome.CRASH, (f"exited with code {fin.exit_code} leaving a result the harness did not finish; "
-                                   f"the result channel may have been forged{last_output(fin.output)}")
+            return Outcome.CRASH, (
+                f"exited with code {fin.exit_code} leaving a result the harness did not finish; "
+                f"the result channel may have been forged{last_output(fin.output)}"
+            )
         return None
 
     def _judge(self, outputs: list[CheckOutput], expected_shapes: list[Shape]) -> str | None:
@@ -240,35 +298,62 @@ class SimulatedBackend:
                 return f"wrong output {where}: {failed}"
         return None
 
-    def _timed(self, result: ChildResult, prov: Provenance, checks: list[Shape], submission_id: int,
-               secret_seed: int) -> EvalReport:
+    def _timed(
+        self, result: ChildResult, prov: Provenance, checks: list[Shape], submission_id: int, secret_seed: int
+    ) -> EvalReport:
         shapes: list[ShapeResult] = []
         service_s = _SERVICE_START_S + _COMPILE_S + _TEST_S * len(self.task.tests)
         for cap in result.captures:
             s = cap.shape
             if cap.untimed:  # correct, but the call cannot run on meta tensors: no time invented
-                return self._report("evaluate", Outcome.PASSED, f"passed {len(checks)} check shapes on the CPU "
-                                    f"interpreter; not timed: on ranked shape {s.label()} the call cannot be recorded "
-                                    f"on meta tensors ({cap.untimed})", prov, checks, service_s)
+                return self._report(
+                    "evaluate",
+                    Outcome.PASSED,
+                    f"passed {len(checks)} check shapes on the CPU "
+                    f"interpreter; not timed: on ranked shape {s.label()} the call cannot be recorded "
+                    f"on meta tensors ({cap.untimed})",
+                    prov,
+                    checks,
+                    service_s,
+                )
             if s.is_mnk() and task_flops(self.task.meta, s):  # a matrix product: the work must show
-                has_work = (any(x.has_dot or is_vector_gemm(x, s) for x in cap.launches)
-                            or any(op.flops for op in cap.torch_ops))
+                has_work = any(x.has_dot or is_vector_gemm(x, s) for x in cap.launches) or any(
+                    op.flops for op in cap.torch_ops
+                )
                 missing = "no matrix work"
             else:
                 has_work, missing = bool(cap.launches or cap.torch_ops), "nothing"
             if not has_work:
-                return self._report("evaluate", Outcome.CRASH, f"on ranked shape {s.label()} the call launched {missing} "
-                                    "during launch capture (meta-device inputs); it cannot be timed",
-                                    prov, checks, self._failed_duration(Outcome.CRASH))
+                return self._report(
+                    "evaluate",
+                    Outcome.CRASH,
+                    f"on ranked shape {s.label()} the call launched {missing} "
+                    "during launch capture (meta-device inputs); it cannot be timed",
+                    prov,
+                    checks,
+                    self._failed_duration(Outcome.CRASH),
+                )
             try:
                 t, _parts = capture_time_us(cap, self.device)
             except ModelInfeasible as exc:
-                return self._report("evaluate", Outcome.COMPILE_ERROR, f"on ranked shape {s.label()}: {exc}",
-                                    prov, checks, _SERVICE_START_S + _COMPILE_S)
+                return self._report(
+                    "evaluate",
+                    Outcome.COMPILE_ERROR,
+                    f"on ranked shape {s.label()}: {exc}",
+                    prov,
+                    checks,
+                    _SERVICE_START_S + _COMPILE_S,
+                )
             except ModelUnsupported as exc:  # correct, but we will not invent a time
-                return self._report("evaluate", Outcome.PASSED, f"passed {len(checks)} check shapes on the CPU "
-                                    f"interpreter; not timed: on ranked shape {s.label()}: {exc}", prov, checks,
-                                    service_s)
+                return self._report(
+                    "evaluate",
+                    Outcome.PASSED,
+                    f"passed {len(checks)} check shapes on the CPU "
+                    f"interpreter; not timed: on ranked shape {s.label()}: {exc}",
+                    prov,
+                    checks,
+                    service_s,
+                )
             t *= _noise(self.noise, secret_seed, submission_id, s)
             sol = self._sol(s)
             flag = f"faster than speed of light ({t:.2f} < {sol:.2f} us)" if sol is not None and t < sol else None
@@ -277,12 +362,15 @@ class SimulatedBackend:
             service_s += 2 * (_SHAPE_SETUP_S + 100 * (t * 1e-6 + ref_s + _CALL_OVERHEAD_S))
         score = self.task.score([us for r in shapes if (us := r.time_us) is not None])
         flagged = sum(1 for r in shapes if r.flagged)
-        reason = (f"passed {len(checks)} check shapes on the CPU interpreter; modelled {_MEAN[self.task.ranking_by]} "
-                  f"{score:.2f} us")
+        reason = (
+            f"passed {len(checks)} check shapes on the CPU interpreter; modelled {_MEAN[self.task.ranking_by]} "
+            f"{score:.2f} us"
+        )
         if flagged:
             reason += f"; {flagged} shape(s) flagged faster than speed of light"
-        return self._report("evaluate", Outcome.PASSED, reason, prov, checks, service_s,
-                            score_us=round(score, 4), shapes=shapes)
+        return self._report(
+            "evaluate", Outcome.PASSED, reason, prov, checks, service_s, score_us=round(score, 4), shapes=shapes
+        )
 
     def _failed_duration(self, outcome: Outcome) -> float:
         if outcome is Outcome.TIMEOUT:

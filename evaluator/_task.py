@@ -25,8 +25,8 @@ from __future__ import annotations
 import ast
 import hashlib
 import math
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Literal
 
 import msgspec
@@ -105,8 +105,12 @@ class Task(msgspec.Struct, frozen=True):
         None when the task declares neither (no roofline is claimed for it)."""
         terms = []
         if self.meta.flops:
-            peak = {"fp8": dev.fp8_tflops, "bf16": dev.bf16_tflops, "fp32_matrix": dev.fp32_matrix_tflops,
-                    "fp32": dev.vector_fp32_tflops}[self.meta.peak]
+            peak = {
+                "fp8": dev.fp8_tflops,
+                "bf16": dev.bf16_tflops,
+                "fp32_matrix": dev.fp32_matrix_tflops,
+                "fp32": dev.vector_fp32_tflops,
+            }[self.meta.peak]
             terms.append(arith(self.meta.flops, shape.kwargs()) / (peak * 1e6))
         if self.meta.bytes:
             terms.append(arith(self.meta.bytes, shape.kwargs()) / (dev.hbm_tbps * 1e6))
@@ -121,14 +125,27 @@ class Task(msgspec.Struct, frozen=True):
         return geomean(times_us)
 
 
-_BINOPS: dict[type[ast.operator], Callable[[float, float], float]] = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-           ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
-           ast.Pow: lambda a, b: a ** b}
-_FUNCS: dict[str, Callable[..., float]] = {"ceil": math.ceil, "floor": math.floor, "min": min, "max": max, "log2": math.log2}
+_BINOPS: dict[type[ast.operator], Callable[[float, float], float]] = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b,
+    ast.FloorDiv: lambda a, b: a // b,
+    ast.Mod: lambda a, b: a % b,
+    ast.Pow: lambda a, b: a**b,
+}
+_FUNCS: dict[str, Callable[..., float]] = {
+    "ceil": math.ceil,
+    "floor": math.floor,
+    "min": min,
+    "max": max,
+    "log2": math.log2,
+}
 
 
 def arith(text: str, names: dict[str, Arg]) -> float:
     """Arithmetic over the shape's arguments; nothing else (no attribute, no call but _FUNCS)."""
+
     def ev(node: ast.AST) -> float:
         if isinstance(node, ast.Expression):
             return ev(node.body)
@@ -143,6 +160,7 @@ def arith(text: str, names: dict[str, Arg]) -> float:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS:
             return _FUNCS[node.func.id](*(ev(a) for a in node.args))
         raise ValueError(f"{ast.unparse(node)!r} is not arithmetic over {', '.join(names)}")
+
     return float(ev(ast.parse(text, mode="eval")))
 
 
@@ -194,7 +212,9 @@ def _shapes(entries: list[dict[str, Arg]], where: str, sig: _Signature | None = 
             if missing:
                 raise TaskError(f"{where}: entry {entry} lacks {', '.join(map(repr, missing))}, which {wanted} needs")
             if unknown:
-                raise TaskError(f"{where}: entry {entry} has {', '.join(map(repr, unknown))}, which {wanted} does not take")
+                raise TaskError(
+                    f"{where}: entry {entry} has {', '.join(map(repr, unknown))}, which {wanted} does not take"
+                )
         out.append(Shape.of(entry))
     return out
 
@@ -232,7 +252,7 @@ def load_task(path: str | Path) -> Task:
     meta = spec.kernel_scientist
     for key in ("flops", "bytes"):
         text = getattr(meta, key)
-        for s in ([] if not text else tests + benchmarks):
+        for s in [] if not text else tests + benchmarks:
             try:
                 arith(text, s.kwargs())
             except (ValueError, SyntaxError, ArithmeticError, TypeError) as exc:
@@ -258,7 +278,10 @@ _SMALLEST = 3  # CPU check shapes of a folder without GEMM metadata: its three s
 
 def _check_shapes(meta: TaskMeta, tests: list[Shape], yml: Path) -> list[Shape]:
     if isinstance(meta.check, list):
-        return _shapes(meta.check, f"{yml} kernel_scientist.check", _generator_signature(yml.parent / "reference.py")) or tests[:1]
+        return (
+            _shapes(meta.check, f"{yml} kernel_scientist.check", _generator_signature(yml.parent / "reference.py"))
+            or tests[:1]
+        )
     if meta.check == "scaled-gemm":
         if not all(t.is_mnk() for t in tests):
             raise TaskError(f"{yml}: kernel_scientist.check = 'scaled-gemm' needs tests of exactly m, n, k (and seed)")

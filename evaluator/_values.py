@@ -98,8 +98,9 @@ def encode_output(out) -> Value | str:
 
     if type(out) is torch.Tensor:
         t = out.detach().contiguous()
-        return TensorValue(dtype=str(t.dtype).removeprefix("torch."), dims=list(t.shape),
-                           data=tensor_bytes(t).cpu().numpy().tobytes())
+        return TensorValue(
+            dtype=str(t.dtype).removeprefix("torch."), dims=list(t.shape), data=tensor_bytes(t).cpu().numpy().tobytes()
+        )
     if out is None or type(out) in (int, float, bool):
         return ScalarValue(out)
     if type(out) in (tuple, list):
@@ -127,7 +128,11 @@ def decode_output(value: Value, device: str = "cpu"):
     if not isinstance(dtype, torch.dtype):
         raise ValueError(f"unknown dtype {value.dtype!r}")
     try:
-        raw = torch.frombuffer(bytearray(value.data), dtype=torch.uint8) if value.data else torch.empty(0, dtype=torch.uint8)
+        raw = (
+            torch.frombuffer(bytearray(value.data), dtype=torch.uint8)
+            if value.data
+            else torch.empty(0, dtype=torch.uint8)
+        )
         return raw.view(dtype).reshape(value.dims).to(device)
     except (RuntimeError, ValueError) as exc:
         raise ValueError(f"output bytes do not form a {value.dtype} {value.dims} tensor ({exc})") from None

@@ -105,8 +105,11 @@ GpuStatus = ChildStatus | Literal["wrong_output"]  # the GPU harness judges its 
 
 # A child's failure status as the outcome both backends report.
 OUTCOME_OF: dict[str, Outcome] = {
-    "compile_error": Outcome.COMPILE_ERROR, "crash": Outcome.CRASH, "oom": Outcome.OUT_OF_MEMORY,
-    "rejected": Outcome.REJECTED_BY_RULE, "wrong_output": Outcome.WRONG_OUTPUT,
+    "compile_error": Outcome.COMPILE_ERROR,
+    "crash": Outcome.CRASH,
+    "oom": Outcome.OUT_OF_MEMORY,
+    "rejected": Outcome.REJECTED_BY_RULE,
+    "wrong_output": Outcome.WRONG_OUTPUT,
 }
 
 
@@ -147,7 +150,6 @@ class Finished(msgspec.Struct, frozen=True, tag="finished"):
     result: bytes | None  # an encoded ChildResult, when the child wrote one
     output: str  # the first output_limit bytes of the child's stdout+stderr
     output_dropped: int  # bytes beyond the limit that were read and thrown away
-
 
 
 class Ready(msgspec.Struct, frozen=True, tag="ready"):

@@ -12,6 +12,14 @@ from evaluator._values import prefill_output
 from evaluator._wire import GpuRequest
 
 __all__ = [
-    "GpuRequest", "ModelInfeasible", "generate_input", "import_reference", "import_submission", "l2_flush_bytes",
-    "launch_time_us", "prefill_output", "time_shape", "torch_op_time_us",
+    "GpuRequest",
+    "ModelInfeasible",
+    "generate_input",
+    "import_reference",
+    "import_submission",
+    "l2_flush_bytes",
+    "launch_time_us",
+    "prefill_output",
+    "time_shape",
+    "torch_op_time_us",
 ]

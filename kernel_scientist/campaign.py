@@ -11,22 +11,39 @@ from __future__ import annotations
 import random
 import time
 import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
 import trio.testing
 
 from agents import (
-    Archivist, Brain, CampaignClock, Context, Critic, Engineer, EvaluatorAgent, OfflineBrain, Theorist,
+    Archivist,
+    Brain,
+    CampaignClock,
+    Context,
+    Critic,
+    Engineer,
+    EvaluatorAgent,
+    OfflineBrain,
+    Theorist,
 )
 from blackboard import (
-    SEED_AUTHOR, Blackboard, BlackboardError, Campaign, KernelState, Message, RunSegment, Scenario, metrics, retune,
-    scenario_from_json, scenario_json,
+    SEED_AUTHOR,
+    Blackboard,
+    BlackboardError,
+    Campaign,
+    KernelState,
+    Message,
+    RunSegment,
+    Scenario,
+    metrics,
+    retune,
+    scenario_from_json,
+    scenario_json,
 )
-
 from evaluator import Backend, Task
 
 from . import logs
@@ -56,12 +73,14 @@ class NothingToResume(Exception):
 
 def check_new(db: Path) -> None:
     if db.exists():
-        raise BlackboardError(f"{db} already exists; resume it with `kernel-scientist resume --db {db}` "
-                              "or pass another --db")
+        raise BlackboardError(
+            f"{db} already exists; resume it with `kernel-scientist resume --db {db}` or pass another --db"
+        )
 
 
-def start(scenario: Scenario, db: Path, listeners: Sequence[Callable[[Message], None]] = (),
-          lessons: Sequence[Any] = ()) -> Outcome:
+def start(
+    scenario: Scenario, db: Path, listeners: Sequence[Callable[[Message], None]] = (), lessons: Sequence[Any] = ()
+) -> Outcome:
     """Create a campaign in a new blackboard file and run it to its deadline; ``lessons``
     (``learn.read_all``) seed its findings with what earlier campaigns measured. A start that
     fails (no API key, no GPU, a broken task) or is interrupted before the campaign is recorded
@@ -70,8 +89,7 @@ def start(scenario: Scenario, db: Path, listeners: Sequence[Callable[[Message], 
     return _run(scenario, db, listeners, resume=False, lessons=lessons)
 
 
-def resume(db: Path, listeners: Sequence[Callable[[Message], None]] = (),
-           overrides: Sequence[str] = ()) -> Outcome:
+def resume(db: Path, listeners: Sequence[Callable[[Message], None]] = (), overrides: Sequence[str] = ()) -> Outcome:
     """Continue a campaign from its blackboard file (after a crash, kill -9 or Ctrl-C), optionally
     with retuned limits (``evaluator.in_flight=2``) for this run. Raises NothingToResume, having
     written nothing, when the campaign has closed and ``campaign.hours`` was not extended."""
@@ -86,12 +104,20 @@ def resume(db: Path, listeners: Sequence[Callable[[Message], None]] = (),
         raise NothingToResume(
             f"{db}: the campaign already finished at {logs.clock(closed)} campaign time "
             f"(campaign.hours = {scenario.campaign.hours:g}); nothing to resume. To run it longer: "
-            f"kernel-scientist resume --db {db} --set campaign.hours={max(2 * scenario.campaign.hours, 1):g}")
+            f"kernel-scientist resume --db {db} --set campaign.hours={max(2 * scenario.campaign.hours, 1):g}"
+        )
     return _run(scenario, db, listeners, resume=True, retuned=list(overrides))
 
 
-def _run(scenario: Scenario, db: Path, listeners: Sequence[Callable[[Message], None]], *, resume: bool,
-         retuned: Sequence[str] = (), lessons: Sequence[Any] = ()) -> Outcome:
+def _run(
+    scenario: Scenario,
+    db: Path,
+    listeners: Sequence[Callable[[Message], None]],
+    *,
+    resume: bool,
+    retuned: Sequence[str] = (),
+    lessons: Sequence[Any] = (),
+) -> Outcome:
     from evaluator import load_task, make_backend
     from kernel_scientist import learn
 
@@ -105,57 +131,79 @@ def _run(scenario: Scenario, db: Path, listeners: Sequence[Callable[[Message], N
     try:  # read before anything is created: a campaign without its seed would be a dead end
         seed_source = "" if resume else scenario.seed_path().read_text()
     except OSError as exc:
-        raise BlackboardError(f"{scenario.seed_path()}: cannot read the seed kernel ({exc.strerror}); "
-                              "set campaign.seed_file to a file of the task folder") from None
+        raise BlackboardError(
+            f"{scenario.seed_path()}: cannot read the seed kernel ({exc.strerror}); "
+            "set campaign.seed_file to a file of the task folder"
+        ) from None
     backend = make_backend(scenario.evaluator, task)
     released = 0
     with backend:
         try:
             board = _open_board(scenario, db, task, backend, resume, seed_source)
         except KeyboardInterrupt:
-            raise Interrupted(f"interrupted before the campaign {'resumed' if resume else 'started'}; "
-                              "nothing was written") from None
+            raise Interrupted(
+                f"interrupted before the campaign {'resumed' if resume else 'started'}; nothing was written"
+            ) from None
         with board:
             for listener in listeners:
                 board.on_message(listener)
             if resume:
                 ev = scenario.evaluator
-                board.start_segment(RunSegment(started_at=board.clock(), rate_per_hour=ev.rate_per_hour,
-                                               in_flight=ev.in_flight, hours=scenario.campaign.hours,
-                                               settings=list(retuned)))
+                board.start_segment(
+                    RunSegment(
+                        started_at=board.clock(),
+                        rate_per_hour=ev.rate_per_hour,
+                        in_flight=ev.in_flight,
+                        hours=scenario.campaign.hours,
+                        settings=list(retuned),
+                    )
+                )
                 released = board.release_leases()
-                board.say(agent="runner", kind="info", at=board.clock(),
-                          text=f"resumed at campaign time {board.clock() / 3600:.2f} h; "
-                          f"{released} unfinished claims handed back"
-                          + (f"; this run with {', '.join(retuned)}" if retuned else ""))
+                board.say(
+                    agent="runner",
+                    kind="info",
+                    at=board.clock(),
+                    text=f"resumed at campaign time {board.clock() / 3600:.2f} h; "
+                    f"{released} unfinished claims handed back"
+                    + (f"; this run with {', '.join(retuned)}" if retuned else ""),
+                )
             else:
-                board.say(agent="runner", kind="info", at=0.0, kernel_id=board.kernels()[0].id,
-                          text=f"campaign '{scenario.campaign.name}' on {task.name}: {scenario.campaign.hours:g} h "
-                          f"({'virtual' if backend.simulated else 'wall'} clock), backend {backend.name} "
-                          f"({backend.device_name}), seed {scenario.campaign.seed}; reference "
-                          f"{_reference_text(board.campaign().reference, backend.simulated)}")
+                board.say(
+                    agent="runner",
+                    kind="info",
+                    at=0.0,
+                    kernel_id=board.kernels()[0].id,
+                    text=f"campaign '{scenario.campaign.name}' on {task.name}: {scenario.campaign.hours:g} h "
+                    f"({'virtual' if backend.simulated else 'wall'} clock), backend {backend.name} "
+                    f"({backend.device_name}), seed {scenario.campaign.seed}; reference "
+                    f"{_reference_text(board.campaign().reference, backend.simulated)}",
+                )
                 learn.record(board, list(lessons), at=0.0)
             clock = CampaignClock(offset=board.clock(), deadline=scenario.campaign.hours * 3600.0)
             options = {"clock": trio.testing.MockClock(autojump_threshold=0)} if backend.simulated else {}
             try:
-                anyio.run(_agents, board, scenario, clock, backend, task, backend="trio",
-                          backend_options=options)
+                anyio.run(_agents, board, scenario, clock, backend, task, backend="trio", backend_options=options)
             except BaseException as exc:
                 lost = _lost(exc)
                 if lost is not None:
-                    raise Stopped(f"{lost}; the campaign stopped at {logs.clock(board.clock())} campaign time "
-                                  "with every finished evaluation recorded; continue with `kernel-scientist "
-                                  f"resume --db {db}` once the cluster is back (--set evaluator.ray_address=... "
-                                  "if its address changed)") from None
+                    raise Stopped(
+                        f"{lost}; the campaign stopped at {logs.clock(board.clock())} campaign time "
+                        "with every finished evaluation recorded; continue with `kernel-scientist "
+                        f"resume --db {db}` once the cluster is back (--set evaluator.ray_address=... "
+                        "if its address changed)"
+                    ) from None
                 if not _is_interrupt(exc):
                     raise
-                raise Interrupted(f"interrupted at {logs.clock(board.clock())} campaign time; continue with "
-                                  f"`kernel-scientist resume --db {db}`") from None
+                raise Interrupted(
+                    f"interrupted at {logs.clock(board.clock())} campaign time; continue with "
+                    f"`kernel-scientist resume --db {db}`"
+                ) from None
     return Outcome(db=db, resumed=resume, released=released, wall_s=time.perf_counter() - wall)
 
 
-def _open_board(scenario: Scenario, db: Path, task: Task, backend: Backend, resume: bool,
-                seed_source: str) -> Blackboard:
+def _open_board(
+    scenario: Scenario, db: Path, task: Task, backend: Backend, resume: bool, seed_source: str
+) -> Blackboard:
     """The campaign's blackboard: reopened for a resume; for a new campaign, created with the
     campaign record and the seed kernel, and removed again if that fails half-way."""
     if resume:
@@ -164,14 +212,31 @@ def _open_board(scenario: Scenario, db: Path, task: Task, backend: Backend, resu
     db.parent.mkdir(parents=True, exist_ok=True)
     board = Blackboard(db)
     try:
-        board.create_campaign(Campaign(
-            name=scenario.campaign.name, seed=scenario.campaign.seed, task=task.name,
-            backend=backend.name, simulated=backend.simulated, config_json=scenario_json(scenario),
-            created_wall=time.time(), virtual_time=backend.simulated, reference=reference,
-            segments=[metrics.first_segment(scenario.evaluator.rate_per_hour, scenario.evaluator.in_flight,
-                                            scenario.campaign.hours)]))
-        board.add_kernel(source=seed_source, author=SEED_AUTHOR, at=0.0, state=KernelState.DRAFT,
-                         summary=f"seed submission ({scenario.seed_path().name})")
+        board.create_campaign(
+            Campaign(
+                name=scenario.campaign.name,
+                seed=scenario.campaign.seed,
+                task=task.name,
+                backend=backend.name,
+                simulated=backend.simulated,
+                config_json=scenario_json(scenario),
+                created_wall=time.time(),
+                virtual_time=backend.simulated,
+                reference=reference,
+                segments=[
+                    metrics.first_segment(
+                        scenario.evaluator.rate_per_hour, scenario.evaluator.in_flight, scenario.campaign.hours
+                    )
+                ],
+            )
+        )
+        board.add_kernel(
+            source=seed_source,
+            author=SEED_AUTHOR,
+            at=0.0,
+            state=KernelState.DRAFT,
+            summary=f"seed submission ({scenario.seed_path().name})",
+        )
     except BaseException:
         board.close()
         for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
@@ -223,18 +288,19 @@ async def _agents(board: Blackboard, scenario: Scenario, clock: CampaignClock, b
         if service is not None:
             brain = service.brain(name)
         else:
-            brain = OfflineBrain(random.Random(zlib.crc32(f"{seed}:brain:{name}".encode())),
-                                 vendor=backend.spec.vendor, kernels=task.kernels())
-        return Context(board=board, scenario=scenario, clock=clock, seed=seed, backend=backend,
-                       task=task, brain=brain)
+            brain = OfflineBrain(
+                random.Random(zlib.crc32(f"{seed}:brain:{name}".encode())),
+                vendor=backend.spec.vendor,
+                kernels=task.kernels(),
+            )
+        return Context(board=board, scenario=scenario, clock=clock, seed=seed, backend=backend, task=task, brain=brain)
 
     cfg = scenario.agents
     archivist = Archivist(context("archivist"), "archivist", rank=1)
     theorist = Theorist(context("theorist"), "theorist", rank=2)
     critic = Critic(context("critic"), "critic", rank=3)
     evaluator = EvaluatorAgent(context("evaluator"), "evaluator", rank=8)
-    engineers = [Engineer(context(f"engineer-{i + 1}"), f"engineer-{i + 1}", rank=24 + i)
-                 for i in range(cfg.engineers)]
+    engineers = [Engineer(context(f"engineer-{i + 1}"), f"engineer-{i + 1}", rank=24 + i) for i in range(cfg.engineers)]
     if clock.over():
         board.say(agent="runner", kind="info", at=clock.now(), text="the campaign is already past its deadline")
     else:
@@ -246,10 +312,17 @@ async def _agents(board: Blackboard, scenario: Scenario, clock: CampaignClock, b
     await archivist.final_pass()
     stopped = [a for a in (archivist, theorist, critic, *engineers) if a.retired]
     if stopped:  # said once more at the end, plainly: the brain went quiet for good, and why
-        board.say(agent="runner", kind="warning", at=clock.now(),
-                  text=f"{', '.join(a.name for a in stopped)} stopped asking the brain before the end: "
-                  + "; ".join(f"{a.name}: {a.retired_why}" for a in stopped[:2])
-                  + ("; ..." if len(stopped) > 2 else ""))
-    board.say(agent="runner", kind="closing", at=clock.now(),
-              text=f"campaign over at {clock.now() / 3600:.2f} h: {len(board.evaluations())} evaluations")
-
+        board.say(
+            agent="runner",
+            kind="warning",
+            at=clock.now(),
+            text=f"{', '.join(a.name for a in stopped)} stopped asking the brain before the end: "
+            + "; ".join(f"{a.name}: {a.retired_why}" for a in stopped[:2])
+            + ("; ..." if len(stopped) > 2 else ""),
+        )
+    board.say(
+        agent="runner",
+        kind="closing",
+        at=clock.now(),
+        text=f"campaign over at {clock.now() / 3600:.2f} h: {len(board.evaluations())} evaluations",
+    )

@@ -27,7 +27,8 @@ def main(argv: list[str] | None = None) -> int:
         return _handle(args)
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt) or (
-                isinstance(exc, BaseExceptionGroup) and exc.subgroup(KeyboardInterrupt) is not None):
+            isinstance(exc, BaseExceptionGroup) and exc.subgroup(KeyboardInterrupt) is not None
+        ):
             return _interrupted("interrupted")
         raise
 
@@ -60,4 +61,3 @@ def _handle(args) -> int:
 def _interrupted(text: str) -> int:
     print(f"kernel-scientist: {text}", file=sys.stderr)
     return EXIT_INTERRUPTED
-

@@ -10,8 +10,8 @@ kernel. The filters are exact on ids, agent and kind, and a case-insensitive sub
 from __future__ import annotations
 
 import sys
-from typing import TextIO
 from collections.abc import Iterator
+from typing import TextIO
 
 import msgspec
 
@@ -44,15 +44,16 @@ class Filter(msgspec.Struct, frozen=True):
     grep: str | None = None
 
     def matches(self, msg: Message) -> bool:
-        return ((self.agent is None or msg.agent == self.agent)
-                and (self.kind is None or msg.kind == self.kind)
-                and (self.kernel_id is None or msg.kernel_id == self.kernel_id)
-                and (self.hypothesis_id is None or msg.hypothesis_id == self.hypothesis_id)
-                and (self.grep is None or self.grep.lower() in msg.text.lower()))
+        return (
+            (self.agent is None or msg.agent == self.agent)
+            and (self.kind is None or msg.kind == self.kind)
+            and (self.kernel_id is None or msg.kernel_id == self.kernel_id)
+            and (self.hypothesis_id is None or msg.hypothesis_id == self.hypothesis_id)
+            and (self.grep is None or self.grep.lower() in msg.text.lower())
+        )
 
 
-def follow(board: Blackboard, poll_s: float = 0.5, follow: bool = True,
-           after_id: int = 0) -> Iterator[list[Message]]:
+def follow(board: Blackboard, poll_s: float = 0.5, follow: bool = True, after_id: int = 0) -> Iterator[list[Message]]:
     """Yield batches of new messages; with ``follow``, wait (sleeping) for another process's
     commits after each batch (``PRAGMA data_version`` changes only then)."""
     last = after_id
@@ -67,8 +68,15 @@ def follow(board: Blackboard, poll_s: float = 0.5, follow: bool = True,
         board.wait_commit(version, poll_s)
 
 
-def show(board: Blackboard, flt: Filter, *, follow_: bool = False, as_json: bool = False,
-         out: TextIO | None = None, poll_s: float = 0.5) -> int:
+def show(
+    board: Blackboard,
+    flt: Filter,
+    *,
+    follow_: bool = False,
+    as_json: bool = False,
+    out: TextIO | None = None,
+    poll_s: float = 0.5,
+) -> int:
     """Print the messages ``flt`` matches (text lines or JSON lines) to ``out`` (stdout when None,
     looked up at the call); returns how many."""
     out = out or sys.stdout
@@ -99,8 +107,9 @@ def thread(board: Blackboard, hypothesis_id: int) -> Thread:
         kernel_ids.add(hyp.kernel_id)
     picked = []
     for msg in board.messages():
-        mine = msg.hypothesis_id == hyp.id or (msg.hypothesis_id is None and msg.kernel_id in kernel_ids
-                                               and msg.kind in _STAGE_OF)
+        mine = msg.hypothesis_id == hyp.id or (
+            msg.hypothesis_id is None and msg.kernel_id in kernel_ids and msg.kind in _STAGE_OF
+        )
         # The archivist's selections and the theorist's avenues name the *base* kernel: not ours.
         if mine and msg.kind in _STAGE_OF:
             picked.append((_STAGE_OF[msg.kind], msg))
@@ -113,7 +122,9 @@ def render_thread(th: Thread, colours: bool = False) -> str:
     h = th.hypothesis
     observed = "n/a" if h.observed_uplift is None else f"{h.observed_uplift:+.1%}"
     lines = [
-        f"H{h.id} {h.technique}" + (f" ({h.label})" if h.label else "") + f" on base kernel {h.base_id}"
+        f"H{h.id} {h.technique}"
+        + (f" ({h.label})" if h.label else "")
+        + f" on base kernel {h.base_id}"
         + (f", reference {h.reference_id}" if h.reference_id else ""),
         f"  plan: {h.plan}",
         f"  predicted {h.min_uplift:+.1%}..{h.max_uplift:+.1%}, innovation {h.innovation:.2f}; "

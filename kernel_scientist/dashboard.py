@@ -12,8 +12,8 @@ Times are campaign times (virtual seconds when the campaign is simulated); the d
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 
 import msgspec
 from rich.console import Console, Group
@@ -23,14 +23,23 @@ from rich.table import Table
 from rich.text import Text
 
 from blackboard import (
-    Blackboard, HypothesisState, KernelState, Message, SubmissionState, metrics, open_existing,
-    scenario_from_json, seed_score,
+    Blackboard,
+    HypothesisState,
+    KernelState,
+    Message,
+    SubmissionState,
+    metrics,
+    open_existing,
+    scenario_from_json,
+    seed_score,
 )
 
 from .logs import ALARM, clock, colour
 from .status import finished_at
 
 SPARKS = "▁▂▃▄▅▆▇█"
+
+
 class AgentRow(msgspec.Struct, frozen=True):
     name: str
     state: str  # "working", "waiting", "evaluating", "done", "not started"
@@ -96,26 +105,49 @@ def snapshot(board: Blackboard, messages: int = 12) -> Snapshot:
     use = metrics.usage(campaign, evals, subs, starts, now)
     limits = metrics.limits_at(campaign, now)
 
-    queue = [QueueRow(kernel_id=s.kernel_id, expected_value=s.expected_value, state=s.state,
-                      waited_s=max(0.0, now - s.enqueued_at), summary=kernels[s.kernel_id].summary)
-             for s in subs if s.state in (SubmissionState.QUEUED, SubmissionState.LEASED)]
+    queue = [
+        QueueRow(
+            kernel_id=s.kernel_id,
+            expected_value=s.expected_value,
+            state=s.state,
+            waited_s=max(0.0, now - s.enqueued_at),
+            summary=kernels[s.kernel_id].summary,
+        )
+        for s in subs
+        if s.state in (SubmissionState.QUEUED, SubmissionState.LEASED)
+    ]
     over = finished_at(board) is not None
     return Snapshot(
-        name=campaign.name, task=campaign.task, simulated=campaign.simulated, seed=campaign.seed,
+        name=campaign.name,
+        task=campaign.task,
+        simulated=campaign.simulated,
+        seed=campaign.seed,
         label=next((e.report.provenance.label() for e in evals), ""),
         predictions=metrics.calibration(board.hypotheses()),
-        now=now, hours=limits.hours, over=over, rate_per_hour=limits.rate_per_hour,
-        in_flight=limits.in_flight, starts_last_hour=sum(1 for t in starts if t > now - 3600.0),
-        next_start_in_s=next_in, utilisation=use.utilisation, rate_used=use.rate_used, evaluations=len(evals), failed=failed,
-        best_us=best, seed_us=seed_us, best_over_time=best_over_time,
+        now=now,
+        hours=limits.hours,
+        over=over,
+        rate_per_hour=limits.rate_per_hour,
+        in_flight=limits.in_flight,
+        starts_last_hour=sum(1 for t in starts if t > now - 3600.0),
+        next_start_in_s=next_in,
+        utilisation=use.utilisation,
+        rate_used=use.rate_used,
+        evaluations=len(evals),
+        failed=failed,
+        best_us=best,
+        seed_us=seed_us,
+        best_over_time=best_over_time,
         agents=_agents(board, conversation, scenario.agents.engineers, kernels, leased, over),
-        queue=queue, messages=recent)
+        queue=queue,
+        messages=recent,
+    )
 
 
-def _agents(board: Blackboard, conversation: list[Message], engineers: int, kernels, leased,
-            over: bool) -> list[AgentRow]:
-    names = ["archivist", "theorist", *(f"engineer-{i + 1}" for i in range(engineers)), "critic",
-             "evaluator"]
+def _agents(
+    board: Blackboard, conversation: list[Message], engineers: int, kernels, leased, over: bool
+) -> list[AgentRow]:
+    names = ["archivist", "theorist", *(f"engineer-{i + 1}" for i in range(engineers)), "critic", "evaluator"]
     latest: dict[str, Message] = {}
     for msg in conversation:
         latest[msg.agent] = msg
@@ -162,15 +194,17 @@ def sparkline(values: list[float]) -> str:
         return ""
     lo, hi = min(values), max(values)
     span = hi - lo or 1.0
-    return "".join(SPARKS[min(len(SPARKS) - 1, int((v - lo) / span * (len(SPARKS) - 1) + 0.5))]
-                   for v in values)
+    return "".join(SPARKS[min(len(SPARKS) - 1, int((v - lo) / span * (len(SPARKS) - 1) + 0.5))] for v in values)
 
 
 def render(snap: Snapshot) -> Group:
     """One frame: the header, the agents, the evaluator's limits and queue, progress, messages."""
     label = snap.label or "no evaluations yet"
-    queue_title = ("evaluator: limits, and the kernels left unevaluated at the end" if snap.over
-                   else "evaluator: limits and queue (by expected value)")
+    queue_title = (
+        "evaluator: limits, and the kernels left unevaluated at the end"
+        if snap.over
+        else "evaluator: limits and queue (by expected value)"
+    )
     return Group(
         Panel(_header(snap), title="kernel-scientist watch", subtitle=f"all times and scores {label}"),
         Panel(_agents_table(snap), title="agents"),
@@ -198,8 +232,12 @@ def _agents_table(snap: Snapshot) -> Table:
     agents.add_column("current task / last said", overflow="ellipsis", no_wrap=True, ratio=1)
     for row in snap.agents:
         style = {"working": "bold", "evaluating": "bold green", "done": "dim"}.get(row.state, "")
-        agents.add_row(Text(row.name, style=colour(row.name)), Text(row.state, style=style),
-                       clock(row.last_at) if row.last_at is not None else "-", row.task)
+        agents.add_row(
+            Text(row.name, style=colour(row.name)),
+            Text(row.state, style=style),
+            clock(row.last_at) if row.last_at is not None else "-",
+            row.task,
+        )
     return agents
 
 
@@ -227,8 +265,9 @@ def _gauge(snap: Snapshot) -> Text:
     if snap.over:  # a finished campaign starts nothing: no countdown, and the queue is what was left
         gauge.append("campaign finished, no more starts")
     else:
-        gauge.append("next start allowed now" if snap.next_start_in_s <= 0
-                     else f"next start in {clock(snap.next_start_in_s)}")
+        gauge.append(
+            "next start allowed now" if snap.next_start_in_s <= 0 else f"next start in {clock(snap.next_start_in_s)}"
+        )
     gauge.append(f"\nin flight ≤ {snap.in_flight}; utilisation {snap.utilisation:.0%} ")
     gauge.append(_bar(snap.utilisation), style="green")
     gauge.append(f" rate limit used {snap.rate_used:.0%}")
@@ -268,8 +307,15 @@ def _bar(fraction: float, width: int = 20) -> str:
 
 
 # ---- following ---------------------------------------------------------------------------
-def watch(db: Path, *, once: bool = False, poll_s: float = 0.5, console: Console | None = None,
-          stop_when_over: bool = False, messages: int = 12) -> None:
+def watch(
+    db: Path,
+    *,
+    once: bool = False,
+    poll_s: float = 0.5,
+    console: Console | None = None,
+    stop_when_over: bool = False,
+    messages: int = 12,
+) -> None:
     """Draw the dashboard for the campaign in ``db`` and redraw it whenever the file changes.
 
     ``once`` draws one frame and returns. Otherwise it follows until interrupted (or, with
@@ -297,8 +343,9 @@ class LiveListener:
     connection, opened at the first message (the file does not exist before the campaign does).
     """
 
-    def __init__(self, db: Path, console: Console | None = None, max_hz: float = 4.0,
-                 now: Callable[[], float] = time.monotonic):
+    def __init__(
+        self, db: Path, console: Console | None = None, max_hz: float = 4.0, now: Callable[[], float] = time.monotonic
+    ):
         self.db, self.min_gap, self.now = db, 1.0 / max_hz, now
         self.console = console or Console(stderr=True)
         self._board: Blackboard | None = None

@@ -20,8 +20,15 @@ import msgspec
 from blackboard import Blackboard, Kernel
 
 # The GPU names the leaderboard's `#!POPCORN gpus` line accepts, and the device-name marker of each.
-LEADERBOARD_GPUS = (("MI300", "MI300"), ("MI250", "MI250"), ("H100", "H100"), ("A100", "A100"),
-                    ("B200", "B200"), ("L4", " L4"), ("T4", " T4"))
+LEADERBOARD_GPUS = (
+    ("MI300", "MI300"),
+    ("MI250", "MI250"),
+    ("H100", "H100"),
+    ("A100", "A100"),
+    ("B200", "B200"),
+    ("L4", " L4"),
+    ("T4", " T4"),
+)
 
 
 class Export(msgspec.Struct, frozen=True):
@@ -41,8 +48,10 @@ def leaderboard_gpu(device: str) -> tuple[str, str]:
     short = device.replace("(simulated)", "").replace("NVIDIA", "").replace("AMD", "").strip().split()
     guess = short[-1] if short else "unknown"
     known = ", ".join(name for name, _ in LEADERBOARD_GPUS)
-    return guess, (f"{device} is not one of the leaderboard GPUs this version knows ({known}); "
-                   f"change the `#!POPCORN gpus` line to the GPU you submit to")
+    return guess, (
+        f"{device} is not one of the leaderboard GPUs this version knows ({known}); "
+        f"change the `#!POPCORN gpus` line to the GPU you submit to"
+    )
 
 
 def lineage(board: Blackboard, kernel: Kernel) -> list[Kernel]:
@@ -82,23 +91,31 @@ def _docstring_span(source: str) -> tuple[int, int, str] | None:
         body = ast.parse(source).body
     except SyntaxError:
         return None
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
         return body[0].lineno, body[0].end_lineno or body[0].lineno, body[0].value.value
     return None
 
 
-def _lineage_docstring(task: str, chain: list[Kernel], board: Blackboard, score: str,
-                       regions: bool) -> str:
-    lines = [f"{task} submission evolved by kernel-scientist from the task's seed kernel.", "",
-             f"Changes applied to kernel {chain[0].id} ({chain[0].author}, {_score(board, chain[0].id)}), "
-             "in order:"]
+def _lineage_docstring(task: str, chain: list[Kernel], board: Blackboard, score: str, regions: bool) -> str:
+    lines = [
+        f"{task} submission evolved by kernel-scientist from the task's seed kernel.",
+        "",
+        f"Changes applied to kernel {chain[0].id} ({chain[0].author}, {_score(board, chain[0].id)}), in order:",
+    ]
     for i, k in enumerate(chain[1:], 1):
         lines += textwrap.wrap(_step(board, k), 96, initial_indent=f"  {i}. ", subsequent_indent="     ")
     lines += ["", f"Score: {score}."]
     if regions:
-        lines += ["", "The ``# region: NAME`` / ``# endregion: NAME`` comment lines mark the parts that "
-                  "kernel-scientist's", "technique catalogue rewrites; keep them when editing by hand."]
+        lines += [
+            "",
+            "The ``# region: NAME`` / ``# endregion: NAME`` comment lines mark the parts that kernel-scientist's",
+            "technique catalogue rewrites; keep them when editing by hand.",
+        ]
     text = "\n".join(lines).replace('"""', "'''").replace("\\", "\\\\")
     return f'"""{text}\n"""'
 
@@ -113,8 +130,10 @@ def export(board: Blackboard, kernel_id: int, db_name: str, version: str) -> Exp
     device = prov.device if prov else campaign.backend
     gpu, note = leaderboard_gpu(device)
     if ev and (passed := ev.report.passed_score()) is not None:
-        score = (f"{passed:.1f} us geometric mean over {len(ev.report.shapes)} ranked shapes "
-                 f"({ev.report.provenance.label()})")
+        score = (
+            f"{passed:.1f} us geometric mean over {len(ev.report.shapes)} ranked shapes "
+            f"({ev.report.provenance.label()})"
+        )
     else:
         score = f"{_score(board, kernel.id)} (this kernel has no passing evaluation)"
     header = [
@@ -131,5 +150,5 @@ def export(board: Blackboard, kernel_id: int, db_name: str, version: str) -> Exp
     span, seed_doc = _docstring_span(source), _docstring_span(chain[0].source)
     if span is not None and seed_doc is not None and span[2] == seed_doc[2] and len(chain) > 1:  # inherited
         doc = _lineage_docstring(campaign.task, chain, board, score, "# region:" in source)
-        body = body[: span[0] - 1] + doc.splitlines() + body[span[1]:]
+        body = body[: span[0] - 1] + doc.splitlines() + body[span[1] :]
     return Export(text="\n".join(header + body) + "\n", kernel_id=kernel.id, gpu=gpu, note=note)

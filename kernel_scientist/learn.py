@@ -30,10 +30,15 @@ def read_lessons(path: Path) -> list[Lesson]:
         evaluations = board.evaluations()
         device = evaluations[0].report.provenance.device if evaluations else campaign.backend
         kind = "simulated" if campaign.simulated else "measured"
-        origin = (f"{path.name} (campaign '{campaign.name}' seed {campaign.seed}, {campaign.task}, "
-                  f"{kind} on {device}, {len(evaluations)} evaluations)")
-        return [Lesson(technique=h.technique, label=h.label, uplift=round(h.observed_uplift, 5), origin=origin)
-                for h in board.hypotheses() if h.observed_uplift is not None]
+        origin = (
+            f"{path.name} (campaign '{campaign.name}' seed {campaign.seed}, {campaign.task}, "
+            f"{kind} on {device}, {len(evaluations)} evaluations)"
+        )
+        return [
+            Lesson(technique=h.technique, label=h.label, uplift=round(h.observed_uplift, 5), origin=origin)
+            for h in board.hypotheses()
+            if h.observed_uplift is not None
+        ]
 
 
 def read_all(paths: list[Path]) -> list[Lesson]:
@@ -49,10 +54,19 @@ def read_all(paths: list[Path]) -> list[Lesson]:
 def record(board: Blackboard, lessons: list[Lesson], at: float) -> None:
     """Write the lessons as findings and say in the conversation what was learned from where."""
     for lesson in lessons:
-        board.add_finding(technique=lesson.technique, scope=LEARNED, uplift=lesson.uplift, evidence=[],
-                          text=f"learned from {lesson.origin}: {lesson.technique} [{lesson.label}] "
-                          f"{lesson.uplift:+.1%}", at=at)
+        board.add_finding(
+            technique=lesson.technique,
+            scope=LEARNED,
+            uplift=lesson.uplift,
+            evidence=[],
+            text=f"learned from {lesson.origin}: {lesson.technique} [{lesson.label}] {lesson.uplift:+.1%}",
+            at=at,
+        )
     origins = sorted({lesson.origin for lesson in lessons})
     if origins:
-        board.say(agent="runner", kind="info", at=at,
-                  text=f"learned {len(lessons)} measured trials from " + "; ".join(origins))
+        board.say(
+            agent="runner",
+            kind="info",
+            at=at,
+            text=f"learned {len(lessons)} measured trials from " + "; ".join(origins),
+        )

@@ -8,8 +8,8 @@ blackboard file from another process and prints what is new as it lands.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from logging import WARNING
+from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
 import msgspec
@@ -22,7 +22,10 @@ from blackboard import Message
 # One colour per agent, in rich's names (rich draws every coloured line of the CLI: this
 # conversation, ``logs``, ``watch``, the progress bars); warnings and errors in ALARM.
 COLOURS = {
-    "archivist": "magenta", "theorist": "cyan", "critic": "yellow", "evaluator": "green",
+    "archivist": "magenta",
+    "theorist": "cyan",
+    "critic": "yellow",
+    "evaluator": "green",
     "runner": "white",
 }
 ENGINEER_COLOURS = ("blue", "bright_blue", "bright_cyan", "bright_magenta")
@@ -74,8 +77,7 @@ def setup_console(stream: TextIO | None = None, colours: bool | None = None) -> 
     for the leaderboard). ``colours`` None: colours when the stream is a terminal."""
     global _console
     stream = stream or sys.stderr  # looked up now, not at import: the CLI may run in-process
-    _console = Console(file=stream, force_terminal=colours, no_color=colours is False, highlight=False,
-                       soft_wrap=True)
+    _console = Console(file=stream, force_terminal=colours, no_color=colours is False, highlight=False, soft_wrap=True)
     logger.remove()
     logger.add(_log_record, level="INFO", format="{message}")
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
 
 import matplotlib
 
@@ -24,16 +24,26 @@ import matplotlib.pyplot as plt  # noqa: E402
 import msgspec  # noqa: E402
 
 from blackboard import (  # noqa: E402
-    Blackboard, Evaluation, Kernel, KernelState, Verdict, metrics, scenario_from_json, seed_evaluation,
+    Blackboard,
+    Evaluation,
+    Kernel,
+    KernelState,
+    Verdict,
+    metrics,
+    scenario_from_json,
+    seed_evaluation,
 )
 
 from . import status as status_mod  # noqa: E402
 
-VERDICT_COLOURS = {Verdict.CONFIRMED: "#2a9d3a", Verdict.REFUTED: "#c9302c",
-                   Verdict.INCONCLUSIVE: "#e0a800", Verdict.PENDING: "#7a7a7a",
-                   Verdict.BUILD_FAILED: "#6f42c1"}
-STATE_COLOURS = {KernelState.EVALUATED: "#2a9d3a", KernelState.FAILED: "#c9302c",
-                 KernelState.REJECTED: "#9a9a9a"}
+VERDICT_COLOURS = {
+    Verdict.CONFIRMED: "#2a9d3a",
+    Verdict.REFUTED: "#c9302c",
+    Verdict.INCONCLUSIVE: "#e0a800",
+    Verdict.PENDING: "#7a7a7a",
+    Verdict.BUILD_FAILED: "#6f42c1",
+}
+STATE_COLOURS = {KernelState.EVALUATED: "#2a9d3a", KernelState.FAILED: "#c9302c", KernelState.REJECTED: "#9a9a9a"}
 
 
 class LlmUsage(msgspec.Struct):
@@ -97,8 +107,9 @@ def _best_score(board: Blackboard, out: Path, label: str) -> Section:
     b.set_title(f"best score vs campaign time ({label})")
     _save(fig, out / "best_score.png")
     failed = len(evals) - len(scores)
-    return Section("Best score", "best_score.png",
-                   f"<p>{len(evals)} evaluations, {failed} failed; lower is better ({label}).</p>")
+    return Section(
+        "Best score", "best_score.png", f"<p>{len(evals)} evaluations, {failed} failed; lower is better ({label}).</p>"
+    )
 
 
 def _per_shape(board: Blackboard, out: Path, label: str, st: status_mod.Status) -> Section:
@@ -126,10 +137,11 @@ def _per_shape(board: Blackboard, out: Path, label: str, st: status_mod.Status) 
     ax.legend()
     ax.grid(axis="y", alpha=0.3)
     _save(fig, out / "per_shape.png")
-    rows = "".join(f"<tr><td>{html.escape(name)}</td><td>{_x(s)}</td><td>{_x(r)}</td></tr>"
-                   for name, s, r in zip(labels, vs_seed, vs_ref))
-    table = (f"<table><tr><th>shape</th><th>vs seed ({label})</th><th>vs reference ({label})</th></tr>"
-             f"{rows}</table>")
+    rows = "".join(
+        f"<tr><td>{html.escape(name)}</td><td>{_x(s)}</td><td>{_x(r)}</td></tr>"
+        for name, s, r in zip(labels, vs_seed, vs_ref)
+    )
+    table = f"<table><tr><th>shape</th><th>vs seed ({label})</th><th>vs reference ({label})</th></tr>{rows}</table>"
     return Section("Per-shape speed-up of the best kernel", "per_shape.png", table)
 
 
@@ -175,16 +187,29 @@ def _lineage(board: Blackboard, out: Path, label: str, st: status_mod.Status) ->
             ax.plot([x0, x1], [y0, y1], color="#bbbbbb", lw=0.8, zorder=1)
     for state in {k.state for k in kernels}:
         pts = [pos[k.id] for k in kernels if k.state == state]
-        ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=30, zorder=2, label=str(state),
-                   color=STATE_COLOURS.get(state, "#4c8bbf"))
+        ax.scatter(
+            [p[0] for p in pts],
+            [p[1] for p in pts],
+            s=30,
+            zorder=2,
+            label=str(state),
+            color=STATE_COLOURS.get(state, "#4c8bbf"),
+        )
     if st.best is not None:
         bx, by = pos[st.best.kernel_id]
-        ax.scatter([bx], [by], marker="*", s=260, color="gold", edgecolor="black", zorder=3,
-                   label=f"best: kernel {st.best.kernel_id}")
+        ax.scatter(
+            [bx],
+            [by],
+            marker="*",
+            s=260,
+            color="gold",
+            edgecolor="black",
+            zorder=3,
+            label=f"best: kernel {st.best.kernel_id}",
+        )
     if len(kernels) <= 80:
         for k in kernels:
-            ax.annotate(str(k.id), pos[k.id], textcoords="offset points", xytext=(0, 6), ha="center",
-                        fontsize=7)
+            ax.annotate(str(k.id), pos[k.id], textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
     ax.invert_yaxis()
     ax.set_ylabel("generation (edits from the seed)")
     ax.set_xticks([])
@@ -198,8 +223,9 @@ def _ledger(board: Blackboard, out: Path, label: str) -> Section:
     hyps = [h for h in board.hypotheses() if h.kernel_id is not None]
     fig, ax = plt.subplots(figsize=(12, 4.2))
     for i, h in enumerate(hyps):
-        ax.plot([i, i], [h.min_uplift * 100, h.max_uplift * 100], color="#9bb7d4", lw=4,
-                solid_capstyle="butt", zorder=1)
+        ax.plot(
+            [i, i], [h.min_uplift * 100, h.max_uplift * 100], color="#9bb7d4", lw=4, solid_capstyle="butt", zorder=1
+        )
         if h.observed_uplift is not None:
             ax.scatter([i], [h.observed_uplift * 100], color=VERDICT_COLOURS[h.verdict], s=24, zorder=2)
     for verdict, colour in VERDICT_COLOURS.items():
@@ -217,15 +243,19 @@ def _ledger(board: Blackboard, out: Path, label: str) -> Section:
     rows = []
     for h in hyps:
         obs = "n/a" if h.observed_uplift is None else f"{h.observed_uplift:+.1%}"
-        rows.append(f"<tr><td>H{h.id}</td><td>{html.escape(h.technique)}</td>"
-                    f"<td>{html.escape(h.label)}</td><td>{h.base_id}</td><td>{h.kernel_id}</td>"
-                    f"<td>{h.min_uplift:+.1%}..{h.max_uplift:+.1%}</td><td>{obs}</td>"
-                    f"<td class='{h.verdict}'>{h.verdict}</td></tr>")
+        rows.append(
+            f"<tr><td>H{h.id}</td><td>{html.escape(h.technique)}</td>"
+            f"<td>{html.escape(h.label)}</td><td>{h.base_id}</td><td>{h.kernel_id}</td>"
+            f"<td>{h.min_uplift:+.1%}..{h.max_uplift:+.1%}</td><td>{obs}</td>"
+            f"<td class='{h.verdict}'>{h.verdict}</td></tr>"
+        )
     summary = ", ".join(f"{n} {v}" for v, n in counts.items())
-    table = (f"<p>{len(hyps)} hypotheses implemented ({summary}); "
-             f"{len(board.hypotheses()) - len(hyps)} more were proposed or abandoned without a kernel.</p>"
-             "<table><tr><th>hypothesis</th><th>technique</th><th>variant</th><th>base</th><th>kernel</th>"
-             f"<th>predicted</th><th>observed ({label})</th><th>verdict</th></tr>{''.join(rows)}</table>")
+    table = (
+        f"<p>{len(hyps)} hypotheses implemented ({summary}); "
+        f"{len(board.hypotheses()) - len(hyps)} more were proposed or abandoned without a kernel.</p>"
+        "<table><tr><th>hypothesis</th><th>technique</th><th>variant</th><th>base</th><th>kernel</th>"
+        f"<th>predicted</th><th>observed ({label})</th><th>verdict</th></tr>{''.join(rows)}</table>"
+    )
     return Section("Hypothesis ledger", "hypotheses.png", table)
 
 
@@ -237,10 +267,14 @@ def _evaluator(board: Blackboard, out: Path, label: str) -> Section:
     hours = max(1, math.ceil(end / 3600))
     util = metrics.utilisation_by_hour(campaign, evals, hours)
     segs = metrics.segments(campaign)
-    limits = "; ".join(f"from {s.started_at / 3600:.1f} h: in_flight={s.in_flight}, rate {s.rate_per_hour:g}/h"
-                       for s in segs)
-    waits = [(e.started_at / 3600, (e.started_at - subs[e.submission_id].enqueued_at) / 3600)
-             for e in evals if e.submission_id in subs]
+    limits = "; ".join(
+        f"from {s.started_at / 3600:.1f} h: in_flight={s.in_flight}, rate {s.rate_per_hour:g}/h" for s in segs
+    )
+    waits = [
+        (e.started_at / 3600, (e.started_at - subs[e.submission_id].enqueued_at) / 3600)
+        for e in evals
+        if e.submission_id in subs
+    ]
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.2))
     a.bar([h + 0.5 for h in range(hours)], [u * 100 for u in util], width=0.9, color="#4c8bbf")
     a.set_ylim(0, 105)
@@ -256,11 +290,14 @@ def _evaluator(board: Blackboard, out: Path, label: str) -> Section:
     _save(fig, out / "evaluator.png")
     use = metrics.usage(campaign, evals, list(subs.values()), board.evaluation_starts(), end)
     mean_wait = sum(w for _, w in waits) / len(waits) if waits else 0.0
-    return Section("Evaluator utilisation and queue wait", "evaluator.png",
-                   f"<p>Overall utilisation {use.utilisation:.0%} of the evaluator capacity in force over "
-                   f"{end / 3600:.1f} campaign hours ({html.escape(limits)}); mean queue wait "
-                   f"{mean_wait * 60:.0f} min; {use.starts} evaluation starts of the {use.allowed} the rate "
-                   f"limits allowed (rate limit used {use.rate_used:.0%}; {label}).</p>")
+    return Section(
+        "Evaluator utilisation and queue wait",
+        "evaluator.png",
+        f"<p>Overall utilisation {use.utilisation:.0%} of the evaluator capacity in force over "
+        f"{end / 3600:.1f} campaign hours ({html.escape(limits)}); mean queue wait "
+        f"{mean_wait * 60:.0f} min; {use.starts} evaluation starts of the {use.allowed} the rate "
+        f"limits allowed (rate limit used {use.rate_used:.0%}; {label}).</p>",
+    )
 
 
 def llm_usage(board: Blackboard) -> list[LlmUsage] | None:
@@ -283,8 +320,9 @@ def _llm(board: Blackboard, out: Path) -> Section | None:
     agents = sorted(per)
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4))
     a.bar(agents, [per[x][0] for x in agents], label="input tokens", color="#4c8bbf")
-    a.bar(agents, [per[x][1] for x in agents], bottom=[per[x][0] for x in agents], label="output tokens",
-          color="#e07b39")
+    a.bar(
+        agents, [per[x][1] for x in agents], bottom=[per[x][0] for x in agents], label="output tokens", color="#e07b39"
+    )
     a.set_title("LLM tokens per agent")
     a.legend()
     b.bar(agents, [per[x][2] for x in agents], color="#2a9d3a")
@@ -292,11 +330,17 @@ def _llm(board: Blackboard, out: Path) -> Section | None:
     for ax in (a, b):
         ax.tick_params(axis="x", rotation=30)
     _save(fig, out / "llm.png")
-    rows_html = "".join(f"<tr><td>{html.escape(x)}</td><td>{int(per[x][3])}</td><td>{int(per[x][0])}</td>"
-                        f"<td>{int(per[x][1])}</td><td>${per[x][2]:.4f}</td></tr>" for x in agents)
-    return Section("LLM tokens and cost", "llm.png",
-                   "<table><tr><th>agent</th><th>calls</th><th>input tokens</th><th>output tokens</th>"
-                   f"<th>cost</th></tr>{rows_html}</table>")
+    rows_html = "".join(
+        f"<tr><td>{html.escape(x)}</td><td>{int(per[x][3])}</td><td>{int(per[x][0])}</td>"
+        f"<td>{int(per[x][1])}</td><td>${per[x][2]:.4f}</td></tr>"
+        for x in agents
+    )
+    return Section(
+        "LLM tokens and cost",
+        "llm.png",
+        "<table><tr><th>agent</th><th>calls</th><th>input tokens</th><th>output tokens</th>"
+        f"<th>cost</th></tr>{rows_html}</table>",
+    )
 
 
 # ---- the page ------------------------------------------------------------------------------
@@ -319,15 +363,19 @@ def build(board: Blackboard, out: Path, step: Callable[[str], None] = lambda nam
         summary.append(
             f"best: kernel {st.best.kernel_id} at {st.best.score_us:.1f} us ({label}), "
             f"{_x(st.best.speedup_vs_seed or float('nan'))} the seed, "
-            f"{_x(st.best.speedup_vs_reference or float('nan'))} the PyTorch reference")
-    report = Report(out=out, title=f"{campaign.name}: campaign report ({label})",
-                    simulated=st.simulated, summary=summary)
-    steps = [("best score", lambda: _best_score(board, out, label)),
-             ("per-shape speed-up", lambda: _per_shape(board, out, label, st)),
-             ("lineage", lambda: _lineage(board, out, label, st)),
-             ("hypothesis ledger", lambda: _ledger(board, out, label)),
-             ("evaluator", lambda: _evaluator(board, out, label)),
-             ("LLM usage", lambda: _llm(board, out))]
+            f"{_x(st.best.speedup_vs_reference or float('nan'))} the PyTorch reference"
+        )
+    report = Report(
+        out=out, title=f"{campaign.name}: campaign report ({label})", simulated=st.simulated, summary=summary
+    )
+    steps = [
+        ("best score", lambda: _best_score(board, out, label)),
+        ("per-shape speed-up", lambda: _per_shape(board, out, label, st)),
+        ("lineage", lambda: _lineage(board, out, label, st)),
+        ("hypothesis ledger", lambda: _ledger(board, out, label)),
+        ("evaluator", lambda: _evaluator(board, out, label)),
+        ("LLM usage", lambda: _llm(board, out)),
+    ]
     for name, make in steps:
         step(name)
         section = make()
@@ -349,12 +397,18 @@ td, th { border: 1px solid #ccc; padding: 2px 8px; text-align: left; }
 
 
 def write_html(report: Report) -> Path:
-    label_note = ("<p><span class='badge'>simulated</span> Every time and score on this page comes "
-                  "from the simulated backend's analytic timing model, not from hardware.</p>"
-                  if report.simulated else "")
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(report.title)}</title>"
-             f"<style>{_CSS}</style></head><body><h1>{html.escape(report.title)}</h1>", label_note,
-             "<ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in report.summary) + "</ul>"]
+    label_note = (
+        "<p><span class='badge'>simulated</span> Every time and score on this page comes "
+        "from the simulated backend's analytic timing model, not from hardware.</p>"
+        if report.simulated
+        else ""
+    )
+    parts = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(report.title)}</title>"
+        f"<style>{_CSS}</style></head><body><h1>{html.escape(report.title)}</h1>",
+        label_note,
+        "<ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in report.summary) + "</ul>",
+    ]
     for s in report.sections:
         parts.append(f"<h2>{html.escape(s.title)}</h2>")
         if s.image:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import msgspec
 
 from blackboard import Blackboard, Evaluation, KernelState, metrics, seed_evaluation, seed_score
@@ -67,24 +66,41 @@ def status(board: Blackboard, top: int = 10) -> Status:
     scored = [(score, ev) for ev in evals if (score := ev.report.passed_score()) is not None]
     for score, ev in sorted(scored, key=lambda pair: pair[0]):
         k = kernels[ev.kernel_id]
-        entries.append(Entry(
-            kernel_id=k.id, score_us=round(score, 3),
-            speedup_vs_seed=round(seed_us / score, 3) if seed_us else None,
-            speedup_vs_reference=round(ref_us / score, 3) if ref_us else None,
-            author=k.author, summary=k.summary, parent_id=k.parent_id))
+        entries.append(
+            Entry(
+                kernel_id=k.id,
+                score_us=round(score, 3),
+                speedup_vs_seed=round(seed_us / score, 3) if seed_us else None,
+                speedup_vs_reference=round(ref_us / score, 3) if ref_us else None,
+                author=k.author,
+                summary=k.summary,
+                parent_id=k.parent_id,
+            )
+        )
     prov = next((e.report.provenance for e in evals if _passed(e)), evals[0].report.provenance if evals else None)
     use = metrics.usage(campaign, evals, board.submissions(), board.evaluation_starts(), board.clock())
     return Status(
-        task=campaign.task, backend=campaign.backend, simulated=prov.simulated if prov else campaign.simulated,
-        device=prov.hardware if prov else "", label=prov.label() if prov else "", kind=prov.kind if prov else "",
-        utilisation=round(use.utilisation, 4), rate_used=round(use.rate_used, 4),
+        task=campaign.task,
+        backend=campaign.backend,
+        simulated=prov.simulated if prov else campaign.simulated,
+        device=prov.hardware if prov else "",
+        label=prov.label() if prov else "",
+        kind=prov.kind if prov else "",
+        utilisation=round(use.utilisation, 4),
+        rate_used=round(use.rate_used, 4),
         predictions=metrics.calibration(board.hypotheses()),
-        seed=campaign.seed, submissions=len(board.submissions()), evaluations=len(evals),
+        seed=campaign.seed,
+        submissions=len(board.submissions()),
+        evaluations=len(evals),
         failed=len(evals) - len(scored),
-        rejected=len(board.kernels(KernelState.REJECTED)), best=entries[0] if entries else None,
-        seed_score_us=seed_us, reference_score_us=ref_us,
+        rejected=len(board.kernels(KernelState.REJECTED)),
+        best=entries[0] if entries else None,
+        seed_score_us=seed_us,
+        reference_score_us=ref_us,
         virtual_hours=round(board.clock() / 3600, 3) if campaign.virtual_time else 0.0,
-        leaderboard=entries[:top], evaluations_per_gpu_hour=_per_gpu_hour(evals))
+        leaderboard=entries[:top],
+        evaluations_per_gpu_hour=_per_gpu_hour(evals),
+    )
 
 
 def _per_gpu_hour(evals: list[Evaluation]) -> float | None:
@@ -123,12 +139,13 @@ def render(board: Blackboard, top: int = 10, width: int | None = None) -> str:
         f"{'rank':>4} {'kernel':>6} {'score':>10} {'vs seed':>8} {'vs ref':>8}  author       change",
     ]
     for i, e in enumerate(st.leaderboard, 1):
-        row = (f"{i:>4} {e.kernel_id:>6} {e.score_us:>7.1f} us {_x(e.speedup_vs_seed):>8} "
-               f"{_x(e.speedup_vs_reference):>8}  {e.author:<12} ")
+        row = (
+            f"{i:>4} {e.kernel_id:>6} {e.score_us:>7.1f} us {_x(e.speedup_vs_seed):>8} "
+            f"{_x(e.speedup_vs_reference):>8}  {e.author:<12} "
+        )
         lines.append(row + fit(e.summary, None if width is None else max(12, width - len(row))))
     if st.best is not None:
-        lines += ["", f"best kernel {st.best.kernel_id}, per ranked shape (us, {label}): "
-                  "best / seed / reference"]
+        lines += ["", f"best kernel {st.best.kernel_id}, per ranked shape (us, {label}): best / seed / reference"]
         lines += _per_shape(board, st.best.kernel_id)
     return "\n".join(lines)
 

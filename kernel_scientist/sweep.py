@@ -18,9 +18,9 @@ import os
 import statistics
 import subprocess
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-from collections.abc import Callable
 
 import msgspec
 
@@ -116,32 +116,54 @@ def plan(scenario: Path, axes: list[Axis], seeds: int, out: Path, overrides: lis
 
 def command(scenario: Path, run: Run, overrides: list[str]) -> list[str]:
     sets = [*overrides, *(f"{k}={v}" for k, v in run.setting.items()), f"campaign.seed={run.seed}"]
-    return [sys.executable, "-m", "kernel_scientist", "run", str(scenario), "--db", run.db, "--quiet",
-            *itertools.chain.from_iterable(("--set", s) for s in sets)]
+    return [
+        sys.executable,
+        "-m",
+        "kernel_scientist",
+        "run",
+        str(scenario),
+        "--db",
+        run.db,
+        "--quiet",
+        *itertools.chain.from_iterable(("--set", s) for s in sets),
+    ]
 
 
 def measure(run: Run, wall_s: float = 0.0) -> RunResult:
     """Read a finished run's numbers back from its blackboard."""
     with open_existing(run.db) as board:
         st = status_mod.status(board)
-        use = metrics.usage(board.campaign(), board.evaluations(), board.submissions(), board.evaluation_starts(),
-                            board.clock())
-    return RunResult(run=run, ok=True, best_us=st.best.score_us if st.best else None,
-                     speedup_vs_seed=st.best.speedup_vs_seed if st.best else None,
-                     evaluations=st.evaluations, failed=st.failed,
-                     utilisation=use.utilisation, rate_used=use.rate_used, wall_s=wall_s)
+        use = metrics.usage(
+            board.campaign(), board.evaluations(), board.submissions(), board.evaluation_starts(), board.clock()
+        )
+    return RunResult(
+        run=run,
+        ok=True,
+        best_us=st.best.score_us if st.best else None,
+        speedup_vs_seed=st.best.speedup_vs_seed if st.best else None,
+        evaluations=st.evaluations,
+        failed=st.failed,
+        utilisation=use.utilisation,
+        rate_used=use.rate_used,
+        wall_s=wall_s,
+    )
 
 
-def execute(scenario: Path, runs: list[Run], overrides: list[str], jobs: int,
-            done: Callable[[RunResult], None] = lambda r: None) -> list[RunResult]:
+def execute(
+    scenario: Path, runs: list[Run], overrides: list[str], jobs: int, done: Callable[[RunResult], None] = lambda r: None
+) -> list[RunResult]:
     """Run every campaign (at most ``jobs`` at once); results in the order of ``runs``."""
     import time
 
     def one(run: Run) -> RunResult:
         Path(run.db).parent.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
-        proc = subprocess.run(command(scenario, run, overrides), capture_output=True, text=True,
-                              env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        proc = subprocess.run(
+            command(scenario, run, overrides),
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         wall = time.perf_counter() - t0
         if proc.returncode != 0:
             tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
@@ -168,14 +190,21 @@ def summarise(results: list[RunResult]) -> list[SettingSummary]:
         best = [r.best_us for r in ok if r.best_us is not None]
         speed = [r.speedup_vs_seed for r in ok if r.speedup_vs_seed is not None]
         util = [r.utilisation for r in ok] or [0.0]
-        out.append(SettingSummary(
-            setting=dict(key), seeds=len(ok),
-            best_us_mean=statistics.fmean(best) if best else None,
-            best_us_min=min(best) if best else None, best_us_max=max(best) if best else None,
-            speedup_vs_seed_mean=statistics.fmean(speed) if speed else None,
-            evaluations_mean=statistics.fmean([r.evaluations for r in ok]) if ok else 0.0,
-            utilisation_mean=statistics.fmean(util), utilisation_min=min(util), utilisation_max=max(util),
-            rate_used_mean=statistics.fmean([r.rate_used for r in ok]) if ok else 0.0))
+        out.append(
+            SettingSummary(
+                setting=dict(key),
+                seeds=len(ok),
+                best_us_mean=statistics.fmean(best) if best else None,
+                best_us_min=min(best) if best else None,
+                best_us_max=max(best) if best else None,
+                speedup_vs_seed_mean=statistics.fmean(speed) if speed else None,
+                evaluations_mean=statistics.fmean([r.evaluations for r in ok]) if ok else 0.0,
+                utilisation_mean=statistics.fmean(util),
+                utilisation_min=min(util),
+                utilisation_max=max(util),
+                rate_used_mean=statistics.fmean([r.rate_used for r in ok]) if ok else 0.0,
+            )
+        )
     return out
 
 
@@ -195,12 +224,22 @@ def plot(summary: SweepSummary, path: Path) -> Path:
     fig, (a, b) = plt.subplots(1, 2, figsize=(max(11, len(names) * 1.6), 5))
     for i, s in enumerate(summary.settings):
         if s.best_us_mean is not None and s.best_us_min is not None and s.best_us_max is not None:
-            a.errorbar([i], [s.best_us_mean], yerr=[[s.best_us_mean - s.best_us_min],
-                                                    [s.best_us_max - s.best_us_mean]],
-                       fmt="o", color="#1f4e79", capsize=5)
-        b.errorbar([i], [s.utilisation_mean * 100], yerr=[[(s.utilisation_mean - s.utilisation_min) * 100],
-                                                         [(s.utilisation_max - s.utilisation_mean) * 100]],
-                   fmt="o", color="#e07b39", capsize=5)
+            a.errorbar(
+                [i],
+                [s.best_us_mean],
+                yerr=[[s.best_us_mean - s.best_us_min], [s.best_us_max - s.best_us_mean]],
+                fmt="o",
+                color="#1f4e79",
+                capsize=5,
+            )
+        b.errorbar(
+            [i],
+            [s.utilisation_mean * 100],
+            yerr=[[(s.utilisation_mean - s.utilisation_min) * 100], [(s.utilisation_max - s.utilisation_mean) * 100]],
+            fmt="o",
+            color="#e07b39",
+            capsize=5,
+        )
         b.scatter([i], [s.rate_used_mean * 100], marker="x", color="#2a9d3a")
     for r in summary.runs:  # every seed, faint, so the spread is visible as points too
         if r.ok and r.best_us is not None:

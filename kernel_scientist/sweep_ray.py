@@ -35,8 +35,10 @@ _MAX_BYTES = 64 * 1024 * 1024  # what one campaign may carry to its node: the sc
 
 # The campaign of a local sweep, run so that it dies with the Ray worker running it: a cancelled or
 # killed task (Ctrl-C on the sweep) takes its campaign along instead of leaving it running.
-_DIES_WITH_THE_TASK = ("import sys; from evaluator._lifetime import die_with_parent; die_with_parent(); "
-                       "from kernel_scientist.cli import main; sys.exit(main(sys.argv[1:]))")
+_DIES_WITH_THE_TASK = (
+    "import sys; from evaluator._lifetime import die_with_parent; die_with_parent(); "
+    "from kernel_scientist.cli import main; sys.exit(main(sys.argv[1:]))"
+)
 
 
 class Carried(msgspec.Struct, frozen=True):
@@ -67,16 +69,24 @@ def carry(scenario: Path, overrides: list[str]) -> tuple[dict[str, bytes], str, 
     sc = load_scenario(scenario, overrides)
     task = load_task(sc.task_path())
     paths = {scenario.resolve(), sc.seed_path()} | {Path(p) for p in task.modules.values()}
-    paths |= {p for p in sc.task_path().rglob("*")
-              if p.is_file() and "__pycache__" not in p.parts and not p.name.startswith(".")}
+    paths |= {
+        p
+        for p in sc.task_path().rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and not p.name.startswith(".")
+    }
     root = Path(os.path.commonpath([str(p.parent) for p in paths]))
     files = {str(p.relative_to(root)): p.read_bytes() for p in sorted(paths)}
     size = sum(map(len, files.values()))
     if size > _MAX_BYTES:
-        raise ScenarioError(f"{scenario}: its problem folder {sc.task_path()} holds {size / 2**20:.0f} MiB, more "
-                            f"than the {_MAX_BYTES / 2**20:.0f} MiB a campaign may carry to a Ray node")
-    moved = ([f"campaign.task={os.path.relpath(sc.task_path(), scenario.resolve().parent)}"]
-             if Path(sc.campaign.task).is_absolute() else [])
+        raise ScenarioError(
+            f"{scenario}: its problem folder {sc.task_path()} holds {size / 2**20:.0f} MiB, more "
+            f"than the {_MAX_BYTES / 2**20:.0f} MiB a campaign may carry to a Ray node"
+        )
+    moved = (
+        [f"campaign.task={os.path.relpath(sc.task_path(), scenario.resolve().parent)}"]
+        if Path(sc.campaign.task).is_absolute()
+        else []
+    )
     return files, str(scenario.resolve().relative_to(root)), moved
 
 
@@ -89,25 +99,45 @@ def run_campaign(carried: bytes) -> bytes:
     folder = Path(tempfile.mkdtemp(prefix="ks-sweep-"))
     began = time.perf_counter()
     carried_to = folder / "carried"  # not the working directory: `python -m` imports from there, and a
-    try:                             # carried evaluator/tasks/... would shadow the installed package
+    try:  # carried evaluator/tasks/... would shadow the installed package
         for rel, data in job.files.items():
             (carried_to / rel).parent.mkdir(parents=True, exist_ok=True)
             (carried_to / rel).write_bytes(data)
         db = folder / "run.sqlite"
         argv = command(carried_to / job.scenario, msgspec.structs.replace(job.run, db=str(db)), job.overrides)
         assert argv[1:3] == ["-m", "kernel_scientist.cli"]
-        proc = subprocess.run([argv[0], "-c", _DIES_WITH_THE_TASK, *argv[3:]], cwd=folder, capture_output=True, text=True,
-                              env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        proc = subprocess.run(
+            [argv[0], "-c", _DIES_WITH_THE_TASK, *argv[3:]],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         if proc.returncode != 0:
             tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-            return msgspec.msgpack.encode(Returned(exit_code=proc.returncode, error=tail, blackboard=b"",
-                                                   conversation=b"", wall_s=time.perf_counter() - began, node=node))
+            return msgspec.msgpack.encode(
+                Returned(
+                    exit_code=proc.returncode,
+                    error=tail,
+                    blackboard=b"",
+                    conversation=b"",
+                    wall_s=time.perf_counter() - began,
+                    node=node,
+                )
+            )
         with open_existing(db) as board:
             board.copy_to(folder / "copy.sqlite")
         talk = logs.jsonl_path(db)
-        return msgspec.msgpack.encode(Returned(
-            exit_code=0, error="", blackboard=(folder / "copy.sqlite").read_bytes(),
-            conversation=talk.read_bytes() if talk.exists() else b"", wall_s=time.perf_counter() - began, node=node))
+        return msgspec.msgpack.encode(
+            Returned(
+                exit_code=0,
+                error="",
+                blackboard=(folder / "copy.sqlite").read_bytes(),
+                conversation=talk.read_bytes() if talk.exists() else b"",
+                wall_s=time.perf_counter() - began,
+                node=node,
+            )
+        )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -123,8 +153,14 @@ def join(address: str) -> None:
         raise ScenarioError(f"--ray: {exc}") from None
 
 
-def execute(scenario: Path, runs: list[Run], overrides: list[str], address: str, jobs: int | None,
-            done: Callable[[RunResult], None] = lambda r: None) -> list[RunResult]:
+def execute(
+    scenario: Path,
+    runs: list[Run],
+    overrides: list[str],
+    address: str,
+    jobs: int | None,
+    done: Callable[[RunResult], None] = lambda r: None,
+) -> list[RunResult]:
     """Every campaign as a Ray task on the cluster at ``address`` (joined here unless ``join``
     was called), at most ``jobs`` at once (None: as many as the cluster's CPUs take); results in the
     order of ``runs``. Raises ScenarioError when the cluster cannot be joined."""
@@ -164,8 +200,9 @@ def _land(run: Run, ref, ray) -> RunResult:
         why = " ".join(str(exc).split())[:300]
         return RunResult(run=run, ok=False, error=f"the Ray task failed: {type(exc).__name__}: {why}")
     if back.exit_code != 0:
-        return RunResult(run=run, ok=False, error=f"exit {back.exit_code}: {back.error}", wall_s=back.wall_s,
-                         node=back.node)
+        return RunResult(
+            run=run, ok=False, error=f"exit {back.exit_code}: {back.error}", wall_s=back.wall_s, node=back.node
+        )
     db = Path(run.db)
     db.parent.mkdir(parents=True, exist_ok=True)
     db.write_bytes(back.blackboard)

@@ -18,8 +18,10 @@ from rank_bm25 import BM25Okapi
 from ._docs import documents
 
 _WORD = re.compile(r"[a-z0-9]+(?:\.[0-9]+)?")
-_STOP = frozenset("a an and are as at be by for from has in is it its of on or that the this to was "
-                  "were will with we you not no can per than then".split())
+_STOP = frozenset(
+    "a an and are as at be by for from has in is it its of on or that the this to was "
+    "were will with we you not no can per than then".split()
+)
 
 
 class Passage(msgspec.Struct, frozen=True):
@@ -59,8 +61,10 @@ def retrieve(query: str, findings: list[str], k: int, docs: list[Passage] | None
     Ties keep corpus order, and passages that share no term with the query are never returned,
     so the answer is deterministic and may be shorter than ``k``.
     """
-    corpus = [*(docs if docs is not None else doc_passages()),
-              *(Passage(source="finding", title="campaign finding", text=f) for f in findings)]
+    corpus = [
+        *(docs if docs is not None else doc_passages()),
+        *(Passage(source="finding", title="campaign finding", text=f) for f in findings),
+    ]
     if k <= 0 or not corpus:
         return []
     query_terms = tokens(query)

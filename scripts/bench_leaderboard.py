@@ -53,15 +53,20 @@ def _scaled_mm(data):
 
     a, b, a_scale, b_scale, c = data
     layouts = _LAYOUT or [
-        (lambda s: s, lambda s: s.contiguous().t()), (lambda s: s, lambda s: s), (lambda s: s, lambda s: s.t()),
-        (lambda s: s, lambda s: s.contiguous()), (lambda s: s, lambda s: s.t().contiguous()),
-        (lambda s: s.contiguous(), lambda s: s.contiguous()), (lambda s: s.contiguous(), lambda s: s.t().contiguous()),
+        (lambda s: s, lambda s: s.contiguous().t()),
+        (lambda s: s, lambda s: s),
+        (lambda s: s, lambda s: s.t()),
+        (lambda s: s, lambda s: s.contiguous()),
+        (lambda s: s, lambda s: s.t().contiguous()),
+        (lambda s: s.contiguous(), lambda s: s.contiguous()),
+        (lambda s: s.contiguous(), lambda s: s.t().contiguous()),
     ]
     errors = []
     for fa, fb in layouts:
         try:
-            out = torch._scaled_mm(a.contiguous(), b.contiguous().t(), scale_a=fa(a_scale), scale_b=fb(b_scale),
-                                   out_dtype=torch.bfloat16)
+            out = torch._scaled_mm(
+                a.contiguous(), b.contiguous().t(), scale_a=fa(a_scale), scale_b=fb(b_scale), out_dtype=torch.bfloat16
+            )
         except RuntimeError as exc:
             errors.append(str(exc).splitlines()[0])
             continue
@@ -112,20 +117,32 @@ def _arguments() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("files", nargs="*", type=Path, help="submission files to benchmark")
     p.add_argument("--task", type=Path, default=ROOT / "evaluator" / "tasks" / "amd_fp8_mm")
-    p.add_argument("--db", type=Path, action="append", default=[],
-                   help="blackboard whose best kernel to include (repeatable)")
+    p.add_argument(
+        "--db", type=Path, action="append", default=[], help="blackboard whose best kernel to include (repeatable)"
+    )
     p.add_argument("--kernel", type=int, help="with one --db: that blackboard's kernel id (default: its best)")
     p.add_argument("--out", type=Path, default=Path("bench.json"))
     p.add_argument("--max-calls", type=int, default=100)
     p.add_argument("--budget", type=float, default=3.0, help="wall seconds per method and shape")
-    p.add_argument("--do-bench", action="store_true",
-                   help="also time each method as the published anchors were: median of triton.testing.do_bench "
-                   "on one input set (no fresh inputs per call, no per-call host synchronisation)")
+    p.add_argument(
+        "--do-bench",
+        action="store_true",
+        help="also time each method as the published anchors were: median of triton.testing.do_bench "
+        "on one input set (no fresh inputs per call, no per-call host synchronisation)",
+    )
     p.add_argument("--skip", default="", help="comma-separated anchors to leave out (reference, scaled_mm, seed)")
-    p.add_argument("--same-inputs", action="store_true",
-                   help="diagnosis: also time each method with the warm-up's inputs reused for every call")
-    p.add_argument("--unseen", type=int, default=0, metavar="N",
-                   help="time N random shapes nobody tuned for instead of the ranked ones (GEMM tasks)")
+    p.add_argument(
+        "--same-inputs",
+        action="store_true",
+        help="diagnosis: also time each method with the warm-up's inputs reused for every call",
+    )
+    p.add_argument(
+        "--unseen",
+        type=int,
+        default=0,
+        metavar="N",
+        help="time N random shapes nobody tuned for instead of the ranked ones (GEMM tasks)",
+    )
     p.add_argument("--unseen-seed", type=int, default=1)
     return p.parse_args()
 
@@ -135,8 +152,11 @@ def _methods(args: argparse.Namespace, task, ref) -> dict:
     from blackboard import open_existing
     from kernel_scientist import status
 
-    methods = {"reference": ref.ref_kernel, "scaled_mm": _scaled_mm,
-               "seed": _kernel_from_source("the seed", task.seed_source)}
+    methods = {
+        "reference": ref.ref_kernel,
+        "scaled_mm": _scaled_mm,
+        "seed": _kernel_from_source("the seed", task.seed_source),
+    }
     for anchor in filter(None, args.skip.split(",")):
         if methods.pop(anchor, None) is None:
             raise SystemExit(f"bench_leaderboard: --skip {anchor}: not an anchor (reference, scaled_mm, seed)")
@@ -159,30 +179,56 @@ def _time_method(name: str, fn, task, ref, req, flush, args: argparse.Namespace)
     rows: list[dict] = []
     for shape in task.benchmarks:
         try:
-            samples, failure = time_shape(fn, ref, shape, req, flush, stop_on_failure=False,
-                                          guard=name not in ("reference", "scaled_mm"))
+            samples, failure = time_shape(
+                fn, ref, shape, req, flush, stop_on_failure=False, guard=name not in ("reference", "scaled_mm")
+            )
             t = sum(samples.event_us) / len(samples.event_us)
             host = sum(samples.host_us) / len(samples.host_us)
             work = sum(samples.call_us) / len(samples.call_us)
-            rows.append({"shape": shape.label(), "us": round(t, 2), "leaderboard_us": round(host, 2),
-                         "host_work_us": round(work, 2),
-                         # the median too: rare long pauses (a garbage collection) move
-                         # the mean, a steady per-call cost moves both
-                         "host_work_median_us": round(statistics.median(samples.call_us), 2),
-                         "passed": failure is None,
-                         "calls": len(samples.event_us), "failure": failure})
+            rows.append(
+                {
+                    "shape": shape.label(),
+                    "us": round(t, 2),
+                    "leaderboard_us": round(host, 2),
+                    "host_work_us": round(work, 2),
+                    # the median too: rare long pauses (a garbage collection) move
+                    # the mean, a steady per-call cost moves both
+                    "host_work_median_us": round(statistics.median(samples.call_us), 2),
+                    "passed": failure is None,
+                    "calls": len(samples.event_us),
+                    "failure": failure,
+                }
+            )
         except Exception as exc:  # a method that cannot run at all on this stack
-            rows.append({"shape": shape.label(), "us": None, "passed": False, "calls": 0,
-                         "failure": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"})
+            rows.append(
+                {
+                    "shape": shape.label(),
+                    "us": None,
+                    "passed": False,
+                    "calls": 0,
+                    "failure": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}",
+                }
+            )
         if args.same_inputs and rows[-1]["us"] is not None:
-            same, _ = time_shape(fn, ref, shape, req, flush, stop_on_failure=False,
-                                 guard=name not in ("reference", "scaled_mm"), fresh=False)
+            same, _ = time_shape(
+                fn,
+                ref,
+                shape,
+                req,
+                flush,
+                stop_on_failure=False,
+                guard=name not in ("reference", "scaled_mm"),
+                fresh=False,
+            )
             rows[-1]["same_inputs_us"] = round(sum(same.event_us) / len(same.event_us), 2)
         if args.do_bench and rows[-1]["us"] is not None:
             rows[-1]["do_bench_us"] = _do_bench(fn, ref, shape)
-        print(f"  {name:>12} {shape.label():>16}: {rows[-1].get('leaderboard_us')} us "
-              f"(do_bench {rows[-1].get('do_bench_us')}) "
-              f"{'pass' if rows[-1]['passed'] else 'FAIL'}", flush=True)
+        print(
+            f"  {name:>12} {shape.label():>16}: {rows[-1].get('leaderboard_us')} us "
+            f"(do_bench {rows[-1].get('do_bench_us')}) "
+            f"{'pass' if rows[-1]['passed'] else 'FAIL'}",
+            flush=True,
+        )
     return rows
 
 
@@ -195,42 +241,61 @@ def _summary(r: list[dict]) -> dict:
     hosts = [x["leaderboard_us"] for x in r if x.get("leaderboard_us")]
     works = [x["host_work_us"] for x in r if x.get("host_work_us")]
     sames = [x["same_inputs_us"] for x in r if x.get("same_inputs_us")]
-    return {"geomean_us": round(geomean(times), 2)
-            if len(times) == len(r) else None,
-            "leaderboard_geomean_us": round(geomean(hosts), 2) if len(hosts) == len(r) else None,
-            "host_work_geomean_us": round(geomean(works), 2) if len(works) == len(r) else None,
-            "same_inputs_geomean_us": round(geomean(sames), 2) if len(sames) == len(r) else None,
-            "do_bench_geomean_us": round(geomean(quick), 2)
-            if quick and len(quick) == len(r) else None,
-            "passed_shapes": sum(x["passed"] for x in r), "shapes": len(r)}
+    return {
+        "geomean_us": round(geomean(times), 2) if len(times) == len(r) else None,
+        "leaderboard_geomean_us": round(geomean(hosts), 2) if len(hosts) == len(r) else None,
+        "host_work_geomean_us": round(geomean(works), 2) if len(works) == len(r) else None,
+        "same_inputs_geomean_us": round(geomean(sames), 2) if len(sames) == len(r) else None,
+        "do_bench_geomean_us": round(geomean(quick), 2) if quick and len(quick) == len(r) else None,
+        "passed_shapes": sum(x["passed"] for x in r),
+        "shapes": len(r),
+    }
 
 
 def _print_table(result: dict, task, sol: dict, args: argparse.Namespace) -> None:
     rows, summary = result["rows"], result["summary"]
     names = list(rows)
-    print(f"\n{result['gpu']}, torch {result['torch']}, triton {result['triton']} ({result['date']}); "
-          "us per call, leaderboard protocol (host clock)")
+    print(
+        f"\n{result['gpu']}, torch {result['torch']}, triton {result['triton']} ({result['date']}); "
+        "us per call, leaderboard protocol (host clock)"
+    )
     print(f"{'shape':>16} " + " ".join(f"{n:>14}" for n in names) + f" {'SoL':>8}")
     for i, shape in enumerate(task.benchmarks):
         cells = []
         for n in names:
             x = rows[n][i]
-            cells.append(f"{'n/a' if x['us'] is None else format(x['leaderboard_us'], '.1f')}{'' if x['passed'] else ' FAIL':>5}".rjust(14))
+            cells.append(
+                f"{'n/a' if x['us'] is None else format(x['leaderboard_us'], '.1f')}{'' if x['passed'] else ' FAIL':>5}".rjust(
+                    14
+                )
+            )
         print(f"{shape.label():>16} " + " ".join(cells) + f" {sol[shape.label()]:8.1f}")
     sol_geo = result["speed_of_light_geomean_us"]
-    for label, key in (("geomean", "leaderboard_geomean_us"), ("events", "geomean_us"),
-                       ("host work", "host_work_geomean_us"), ("same inputs", "same_inputs_geomean_us"),
-                       ("do_bench", "do_bench_geomean_us")):
-        if (key == "do_bench_geomean_us" and not args.do_bench) or (key == "same_inputs_geomean_us"
-                                                                     and not args.same_inputs):
+    for label, key in (
+        ("geomean", "leaderboard_geomean_us"),
+        ("events", "geomean_us"),
+        ("host work", "host_work_geomean_us"),
+        ("same inputs", "same_inputs_geomean_us"),
+        ("do_bench", "do_bench_geomean_us"),
+    ):
+        if (key == "do_bench_geomean_us" and not args.do_bench) or (
+            key == "same_inputs_geomean_us" and not args.same_inputs
+        ):
             continue
         geo = [summary[n][key] for n in names]
-        print(f"{label:>16} " + " ".join(f"{'n/a' if g is None else format(g, '.1f'):>14}" for g in geo)
-              + (f" {sol_geo:8.1f}" if label == "geomean" else ""))
+        print(
+            f"{label:>16} "
+            + " ".join(f"{'n/a' if g is None else format(g, '.1f'):>14}" for g in geo)
+            + (f" {sol_geo:8.1f}" if label == "geomean" else "")
+        )
     best = "do_bench_geomean_us" if args.do_bench else "geomean_us"
-    print(f"{'% of SoL':>16} " + " ".join(
-        f"{'n/a' if not summary[n][best] else format(100 * sol_geo / summary[n][best], '.1f'):>14}" for n in names)
-          + f"   (speed of light / {'do_bench' if args.do_bench else 'events'} geomean)")
+    print(
+        f"{'% of SoL':>16} "
+        + " ".join(
+            f"{'n/a' if not summary[n][best] else format(100 * sol_geo / summary[n][best], '.1f'):>14}" for n in names
+        )
+        + f"   (speed of light / {'do_bench' if args.do_bench else 'events'} geomean)"
+    )
     print(f"{'passed':>16} " + " ".join(f"{summary[n]['passed_shapes']:>11}/{summary[n]['shapes']}" for n in names))
 
 
@@ -249,16 +314,32 @@ def main() -> int:
     gpu = torch.cuda.get_device_name(0)
     spec = spec_for(gpu)
     methods = _methods(args, task, ref)
-    req = GpuRequest(source="", modules=task.modules, tests=[], benchmarks=task.benchmarks,
-                     max_calls=args.max_calls, shape_budget_s=args.budget, meta=task.meta)
+    req = GpuRequest(
+        source="",
+        modules=task.modules,
+        tests=[],
+        benchmarks=task.benchmarks,
+        max_calls=args.max_calls,
+        shape_budget_s=args.budget,
+        meta=task.meta,
+    )
     flush = torch.empty(l2_flush_bytes(spec) // 4, dtype=torch.float32, device="cuda")
     rows = {name: _time_method(name, fn, task, ref, req, flush, args) for name, fn in methods.items()}
     sol = {s.label(): speed_of_light_us(s, spec) for s in task.benchmarks}
     summary = {name: _summary(r) for name, r in rows.items()}
-    result = {"date": date.today().isoformat(), "gpu": gpu, "torch": str(torch.__version__), "triton": str(triton.__version__),
-              "cuda": torch.version.cuda, "hip": torch.version.hip, "method": __doc__.split("\n\n")[1].replace("\n", " "),
-              "speed_of_light_geomean_us": round(geomean(list(sol.values())), 2),
-              "summary": summary, "rows": rows, "at": time.time()}
+    result = {
+        "date": date.today().isoformat(),
+        "gpu": gpu,
+        "torch": str(torch.__version__),
+        "triton": str(triton.__version__),
+        "cuda": torch.version.cuda,
+        "hip": torch.version.hip,
+        "method": __doc__.split("\n\n")[1].replace("\n", " "),
+        "speed_of_light_geomean_us": round(geomean(list(sol.values())), 2),
+        "summary": summary,
+        "rows": rows,
+        "at": time.time(),
+    }
     args.out.write_text(json.dumps(result, indent=1))
     _print_table(result, task, sol, args)
     return 0

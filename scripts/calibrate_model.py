@@ -43,11 +43,32 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from blackboard.records import Shape  # noqa: E402
-from evaluator import DEVICES, Launch, TensorArg, TorchOp, geomean  # noqa: E402
-from evaluator import _model  # noqa: E402
+from evaluator import (  # noqa: E402
+    DEVICES,
+    Launch,
+    TensorArg,
+    TorchOp,
+    _model,  # noqa: E402
+    geomean,
+)
 
-FITTED = ("mma_eff", "step_latency_us", "vector_ops_scale", "convert_ops", "transpose", "mma_sync_eff", "promote_us",
-          "bf16_convert", "wgmma_n_half", "spill_l1", "spill_l2", "fill_us", "tile_us", "l2_eff", "atomic_eff")
+FITTED = (
+    "mma_eff",
+    "step_latency_us",
+    "vector_ops_scale",
+    "convert_ops",
+    "transpose",
+    "mma_sync_eff",
+    "promote_us",
+    "bf16_convert",
+    "wgmma_n_half",
+    "spill_l1",
+    "spill_l2",
+    "fill_us",
+    "tile_us",
+    "l2_eff",
+    "atomic_eff",
+)
 FORMS = {"precise", "fp16", "bf16", "fast"}
 DEFAULT_DATA = [ROOT / "docs" / "h200" / "calib-sweep.json"]
 
@@ -70,8 +91,10 @@ class Sample(msgspec.Struct, frozen=True):
 
     @property
     def config(self) -> str:
-        return (f"{self.form}/{self.layout}/{self.bm}x{self.bn}x{self.bk}/w{self.warps}s{self.stages}"
-                f"/g{self.group_m}/sk{self.split_k}{'/copy' if self.copy_in_call else ''}")
+        return (
+            f"{self.form}/{self.layout}/{self.bm}x{self.bn}x{self.bk}/w{self.warps}s{self.stages}"
+            f"/g{self.group_m}/sk{self.split_k}{'/copy' if self.copy_in_call else ''}"
+        )
 
 
 def load_samples(paths: list[Path]) -> list[Sample]:
@@ -84,12 +107,44 @@ def load_samples(paths: list[Path]) -> list[Sample]:
             if not r.get("us"):
                 continue
             if "form" in r:  # scripts/sweep_h200.py
-                out.append(Sample(path.name, r["shape"], r["form"], r["layout"], r["bm"], r["bn"], r["bk"], r["warps"],
-                                  r["stages"], r["group_m"], r["split_k"], False, r["us"], bool(r["passed"])))
+                out.append(
+                    Sample(
+                        path.name,
+                        r["shape"],
+                        r["form"],
+                        r["layout"],
+                        r["bm"],
+                        r["bn"],
+                        r["bk"],
+                        r["warps"],
+                        r["stages"],
+                        r["group_m"],
+                        r["split_k"],
+                        False,
+                        r["us"],
+                        bool(r["passed"]),
+                    )
+                )
             elif r.get("mode") in FORMS:  # scripts/explore_kernels.py
                 bm, bn, w, st = (int(x) for x in r["cfg"].split("x"))
-                out.append(Sample(path.name, r["shape"], r["mode"], r["layout"], bm, bn, 128, w, st, 8, 1,
-                                  r["layout"] == "kmajor", r["us"], bool(r["passed"])))
+                out.append(
+                    Sample(
+                        path.name,
+                        r["shape"],
+                        r["mode"],
+                        r["layout"],
+                        bm,
+                        bn,
+                        128,
+                        w,
+                        st,
+                        8,
+                        1,
+                        r["layout"] == "kmajor",
+                        r["us"],
+                        bool(r["passed"]),
+                    )
+                )
     return out
 
 
@@ -115,14 +170,26 @@ def launch_of(s: Sample) -> tuple[Launch, list[TorchOp]]:
     tiles = -(-m // s.bm) * -(-n // s.bn)
     out = TensorArg("c", [m, n], [n, 1], "float32" if s.split_k > 1 else "bfloat16", 4 if s.split_k > 1 else 2)
     launch = Launch(
-        kernel="sweep_gemm", grid=[tiles, s.split_k, 1], num_warps=s.warps, num_stages=s.stages,
+        kernel="sweep_gemm",
+        grid=[tiles, s.split_k, 1],
+        num_warps=s.warps,
+        num_stages=s.stages,
         constexprs={"BLOCK_M": s.bm, "BLOCK_N": s.bn, "BLOCK_K": s.bk, "GROUP_M": s.group_m, "SPLIT_K": s.split_k},
-        extra={}, tensors=[TensorArg("a", [m, k], [k, 1] if kc else [1, m], "float8_e4m3fn", 1),
-                           TensorArg("b", [n, k], [k, 1] if kc else [1, n], "float8_e4m3fn", 1),
-                           TensorArg("a_scale", [m, kb], [1, m], "float32", 4),
-                           TensorArg("b_scale", [nb, kb], [1, nb], "float32", 4), out],
-        has_dot=True, precise_acc=s.form == "precise", upcast_bf16=s.form in ("fp16", "bf16"), upcast_fp32=False,
-        atomic=s.split_k > 1, upcast_to={"fp16": "float16", "bf16": "bfloat16"}.get(s.form, ""))
+        extra={},
+        tensors=[
+            TensorArg("a", [m, k], [k, 1] if kc else [1, m], "float8_e4m3fn", 1),
+            TensorArg("b", [n, k], [k, 1] if kc else [1, n], "float8_e4m3fn", 1),
+            TensorArg("a_scale", [m, kb], [1, m], "float32", 4),
+            TensorArg("b_scale", [nb, kb], [1, nb], "float32", 4),
+            out,
+        ],
+        has_dot=True,
+        precise_acc=s.form == "precise",
+        upcast_bf16=s.form in ("fp16", "bf16"),
+        upcast_fp32=False,
+        atomic=s.split_k > 1,
+        upcast_to={"fp16": "float16", "bf16": "bfloat16"}.get(s.form, ""),
+    )
     ops: list[TorchOp] = []
     if s.copy_in_call:
         ops += [TorchOp("aten.clone", r * k, r * k) for r in (m, n)]
@@ -159,10 +226,13 @@ def per_shape(samples: list[Sample], dev) -> dict[str, dict]:
         pred, meas = [p for p, _ in ok], [u for _, u in ok]
         order = sorted(range(len(ok)), key=lambda i: pred[i])
         best = min(meas)
-        out[shape] = {"configs": len(ok), "spearman": round(spearman(pred, meas), 3),
-                      "regret": round(meas[order[0]] / best, 3),
-                      "top16_within_5pct": any(meas[i] <= 1.05 * best for i in order[:16]),
-                      "median_pred_over_meas": round(float(np.median(np.array(pred) / np.array(meas))), 3)}
+        out[shape] = {
+            "configs": len(ok),
+            "spearman": round(spearman(pred, meas), 3),
+            "regret": round(meas[order[0]] / best, 3),
+            "top16_within_5pct": any(meas[i] <= 1.05 * best for i in order[:16]),
+            "median_pred_over_meas": round(float(np.median(np.array(pred) / np.array(meas))), 3),
+        }
     return out
 
 
@@ -178,7 +248,7 @@ def _loss(samples: list[Sample], dev) -> float:
     for errs in by_shape.values():
         mean = float(np.mean(errs))
         within += [(e - mean) ** 2 for e in errs]
-        bias.append(mean ** 2)
+        bias.append(mean**2)
     return float(np.mean(within) + 0.5 * np.mean(bias))
 
 
@@ -270,9 +340,17 @@ def submissions(data_paths: list[Path], device: str) -> list[dict]:
             lb = geomean([measured_lb[s] for s in shapes])
             db = geomean([measured_db[s] for s in shapes])
             mod = geomean([modelled[s] for s in shapes])
-            rows.append({"submission": name, "source": path.name, "modelled_us": round(mod, 1),
-                         "measured_leaderboard_us": round(lb, 1), "measured_do_bench_us": round(db, 1),
-                         "pred_over_leaderboard": round(mod / lb, 3), "pred_over_do_bench": round(mod / db, 3)})
+            rows.append(
+                {
+                    "submission": name,
+                    "source": path.name,
+                    "modelled_us": round(mod, 1),
+                    "measured_leaderboard_us": round(lb, 1),
+                    "measured_do_bench_us": round(db, 1),
+                    "pred_over_leaderboard": round(mod / lb, 3),
+                    "pred_over_do_bench": round(mod / db, 3),
+                }
+            )
     return rows
 
 
@@ -291,10 +369,12 @@ def _campaign_source(label: str) -> str | None:
 def _write_params(params: _model.Params, provenance: str) -> None:
     path = ROOT / "evaluator" / "_model.py"
     text = path.read_text()
-    fields = ", ".join(f"{f}={getattr(params, f)!r}" if f not in FITTED else f"{f}={getattr(params, f):.4g}"
-                       for f in params.__struct_fields__)
+    fields = ", ".join(
+        f"{f}={getattr(params, f)!r}" if f not in FITTED else f"{f}={getattr(params, f):.4g}"
+        for f in params.__struct_fields__
+    )
     text = re.sub(r"HOPPER = Params\((.|\n)*?\)\n", f"HOPPER = Params({fields})\n", text, count=1)
-    text = re.sub(r'FIT_PROVENANCE = .*\n', f"FIT_PROVENANCE = {provenance!r}\n", text, count=1)
+    text = re.sub(r"FIT_PROVENANCE = .*\n", f"FIT_PROVENANCE = {provenance!r}\n", text, count=1)
     path.write_text(text)
 
 
@@ -317,38 +397,56 @@ def main(argv: list[str] | None = None) -> int:
     shapes = list(dict.fromkeys(s.shape for s in samples))
     fit_rows = [s for s in samples if not held_out(s, args.split, shapes)]
     test_rows = [s for s in samples if held_out(s, args.split, shapes)]
-    print(f"{len(samples)} rows from {', '.join(sorted({s.source for s in samples}))}: {len(fit_rows)} to fit, "
-          f"{len(test_rows)} held out (split by {args.split})")
+    print(
+        f"{len(samples)} rows from {', '.join(sorted({s.source for s in samples}))}: {len(fit_rows)} to fit, "
+        f"{len(test_rows)} held out (split by {args.split})"
+    )
     if args.fit and not fit_rows:
         print("--fit with --split none: nothing to fit on", file=sys.stderr)
         return 2
     if args.fit:
         before = _loss(fit_rows, dev)
         params = fit(fit_rows, dev, args.iters)
-        print(f"fit: loss {before:.4f} -> {_loss(fit_rows, dev):.4f}; "
-              + ", ".join(f"{f}={getattr(params, f):.4g}" for f in FITTED))
+        print(
+            f"fit: loss {before:.4f} -> {_loss(fit_rows, dev):.4f}; "
+            + ", ".join(f"{f}={getattr(params, f):.4g}" for f in FITTED)
+        )
         if args.write:
             sources = ", ".join(sorted({s.source for s in fit_rows}))
-            _write_params(params, f"fitted on the {args.split}-split fit half of {sources} "
-                          f"({len(fit_rows)} rows; held out {len(test_rows)}) by scripts/calibrate_model.py")
-    report = {"model": _model.MODEL_VERSION, "split": args.split, "held_out": per_shape(test_rows, dev),
-              "fit": per_shape(fit_rows, dev), "loss_held_out": round(_loss(test_rows, dev), 4)}
+            _write_params(
+                params,
+                f"fitted on the {args.split}-split fit half of {sources} "
+                f"({len(fit_rows)} rows; held out {len(test_rows)}) by scripts/calibrate_model.py",
+            )
+    report = {
+        "model": _model.MODEL_VERSION,
+        "split": args.split,
+        "held_out": per_shape(test_rows, dev),
+        "fit": per_shape(fit_rows, dev),
+        "loss_held_out": round(_loss(test_rows, dev), 4),
+    }
     print(f"{'shape (held out)':>16} {'n':>4} {'spearman':>8} {'regret':>7} {'top16':>6} {'pred/meas':>9}")
     for shape, r in report["held_out"].items():
-        print(f"{shape:>16} {r['configs']:>4} {r['spearman']:>8.3f} {r['regret']:>7.3f} "
-              f"{'yes' if r['top16_within_5pct'] else 'NO':>6} {r['median_pred_over_meas']:>9.3f}")
+        print(
+            f"{shape:>16} {r['configs']:>4} {r['spearman']:>8.3f} {r['regret']:>7.3f} "
+            f"{'yes' if r['top16_within_5pct'] else 'NO':>6} {r['median_pred_over_meas']:>9.3f}"
+        )
     held = report["held_out"].values()
     if held:
-        print(f"held out: min spearman {min(r['spearman'] for r in held):.3f}, median "
-              f"{float(np.median([r['spearman'] for r in held])):.3f}; top-16 hit on "
-              f"{sum(r['top16_within_5pct'] for r in held)}/{len(held)} shapes; worst regret "
-              f"{max(r['regret'] for r in held):.2f}; loss {report['loss_held_out']}")
+        print(
+            f"held out: min spearman {min(r['spearman'] for r in held):.3f}, median "
+            f"{float(np.median([r['spearman'] for r in held])):.3f}; top-16 hit on "
+            f"{sum(r['top16_within_5pct'] for r in held)}/{len(held)} shapes; worst regret "
+            f"{max(r['regret'] for r in held):.2f}; loss {report['loss_held_out']}"
+        )
     if not args.no_submissions:
         report["submissions"] = submissions(args.data, args.device)
         for r in report["submissions"]:
-            print(f"{r['submission']:>24}: modelled {r['modelled_us']:8.1f} us; measured leaderboard "
-                  f"{r['measured_leaderboard_us']:8.1f} (x{r['pred_over_leaderboard']:.2f}), do_bench "
-                  f"{r['measured_do_bench_us']:8.1f} (x{r['pred_over_do_bench']:.2f})")
+            print(
+                f"{r['submission']:>24}: modelled {r['modelled_us']:8.1f} us; measured leaderboard "
+                f"{r['measured_leaderboard_us']:8.1f} (x{r['pred_over_leaderboard']:.2f}), do_bench "
+                f"{r['measured_do_bench_us']:8.1f} (x{r['pred_over_do_bench']:.2f})"
+            )
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
     return 0

@@ -55,8 +55,9 @@ def backend_for(task, args):
         task = msgspec.structs.replace(task, benchmarks=[min(task.tests, key=lambda s: s.work())])
     if args.backend == "simulated":
         return SimulatedBackend(task, device=args.sim_device, noise=0.0, timeout_s=args.timeout)
-    return LocalBackend(task, timeout_s=args.timeout, max_calls=args.max_calls, shape_budget_s=args.shape_budget,
-                        device=args.device)
+    return LocalBackend(
+        task, timeout_s=args.timeout, max_calls=args.max_calls, shape_budget_s=args.shape_budget, device=args.device
+    )
 
 
 def check(folder: Path, args) -> list[Row]:
@@ -71,15 +72,25 @@ def check(folder: Path, args) -> list[Row]:
     with backend_for(task, args) as backend:
         for file, expected in solutions(folder):
             began = time.perf_counter()
-            report = anyio.run(lambda: backend.evaluate(file.read_text(), submission_id=0, secret_seed=args.seed),  # noqa: B023 (run at once)
-                               backend="trio")
-            row = Row(folder=folder.name, file=str(file.relative_to(folder)), expected=expected, report=report,
-                      wall_s=round(time.perf_counter() - began, 1))
+            report = anyio.run(
+                lambda: backend.evaluate(file.read_text(), submission_id=0, secret_seed=args.seed),  # noqa: B023 (run at once)
+                backend="trio",
+            )
+            row = Row(
+                folder=folder.name,
+                file=str(file.relative_to(folder)),
+                expected=expected,
+                report=report,
+                wall_s=round(time.perf_counter() - began, 1),
+            )
             rows.append(row)
             score = f"{report.score_us:10.1f} us" if report.score_us is not None else " " * 13
             mark = "ok  " if row.as_expected else "MISS"
-            print(f"{mark} {row.folder:>16} {row.file:<44} expect {expected:<6} {report.outcome:<16} {score} "
-                  f"{row.wall_s:6.1f} s  {' '.join(report.reason.split())[:args.width]}", flush=True)
+            print(
+                f"{mark} {row.folder:>16} {row.file:<44} expect {expected:<6} {report.outcome:<16} {score} "
+                f"{row.wall_s:6.1f} s  {' '.join(report.reason.split())[: args.width]}",
+                flush=True,
+            )
     return rows
 
 
@@ -88,7 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("folders", nargs="+", type=Path, help="problem folders (GPU MODE format)")
     ap.add_argument("--backend", choices=("local", "simulated"), default="local")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="local backend: a GPU, or CPU mode")
-    ap.add_argument("--sim-device", choices=("mi300x", "h200", "h100"), default="h200", help="simulated backend's device")
+    ap.add_argument(
+        "--sim-device", choices=("mi300x", "h200", "h100"), default="h200", help="simulated backend's device"
+    )
     ap.add_argument("--smallest", action="store_true", help="rank only each folder's smallest test (CPU mode)")
     ap.add_argument("--timeout", type=float, default=600.0, help="wall seconds per solution")
     ap.add_argument("--max-calls", type=int, default=100)
@@ -107,8 +120,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"check_folders: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     misses = [r for r in rows if not r.as_expected]
-    print(f"{len(rows)} solutions in {len(args.folders)} folders: {len(rows) - len(misses)} as expected, "
-          f"{len(misses)} not")
+    print(
+        f"{len(rows)} solutions in {len(args.folders)} folders: {len(rows) - len(misses)} as expected, "
+        f"{len(misses)} not"
+    )
     if args.json:
         args.json.write_bytes(msgspec.json.format(msgspec.json.encode(rows), indent=2))
     return 0 if rows and not misses else 1

@@ -27,8 +27,16 @@ from evaluator import geomean
 ROOT = Path(__file__).resolve().parents[1]
 
 RTOL, ATOL = 2e-2, 1e-3
-CONFIGS = [(128, 128, 8, 3), (128, 128, 8, 4), (64, 128, 4, 4), (128, 64, 4, 4), (64, 64, 4, 4),
-           (128, 256, 8, 3), (256, 128, 8, 3), (64, 256, 4, 4)]
+CONFIGS = [
+    (128, 128, 8, 3),
+    (128, 128, 8, 4),
+    (64, 128, 4, 4),
+    (128, 64, 4, 4),
+    (64, 64, 4, 4),
+    (128, 256, 8, 3),
+    (256, 128, 8, 3),
+    (64, 256, 4, 4),
+]
 
 
 @triton.jit
@@ -47,10 +55,28 @@ def _convert(a_ptr, b_ptr, a16_ptr, b16_ptr, NA, NB, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _tiles(a_desc, b_desc, c_desc, as_ptr, bs_ptr, c_ptr, M, N, K, NBLK_N,
-           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr, CONVERT: tl.constexpr,
-           NUM_PROGS: tl.constexpr, WS: tl.constexpr, SUBK: tl.constexpr, TWO: tl.constexpr,
-           TMA_C: tl.constexpr, LAG: tl.constexpr = False):
+def _tiles(
+    a_desc,
+    b_desc,
+    c_desc,
+    as_ptr,
+    bs_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    NBLK_N,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    CONVERT: tl.constexpr,
+    NUM_PROGS: tl.constexpr,
+    WS: tl.constexpr,
+    SUBK: tl.constexpr,
+    TWO: tl.constexpr,
+    TMA_C: tl.constexpr,
+    LAG: tl.constexpr = False,
+):
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     num_tiles = num_pid_m * num_pid_n
@@ -110,21 +136,61 @@ def _tiles(a_desc, b_desc, c_desc, as_ptr, bs_ptr, c_ptr, M, N, K, NBLK_N,
         if TMA_C:
             c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(tl.bfloat16))
         else:
-            tl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc.to(tl.bfloat16),
-                     mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+            tl.store(
+                c_ptr + offs_m[:, None] * N + offs_n[None, :],
+                acc.to(tl.bfloat16),
+                mask=(offs_m[:, None] < M) & (offs_n[None, :] < N),
+            )
 
 
 @triton.jit
-def _gemm(a_ptr, b_ptr, as_ptr, bs_ptr, c_ptr, M, N, K, NBLK_N,
-          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr,
-          CONVERT: tl.constexpr, NUM_PROGS: tl.constexpr, WS: tl.constexpr, SUBK: tl.constexpr,
-          TWO: tl.constexpr, TMA_C: tl.constexpr, LAG: tl.constexpr):
+def _gemm(
+    a_ptr,
+    b_ptr,
+    as_ptr,
+    bs_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    NBLK_N,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    CONVERT: tl.constexpr,
+    NUM_PROGS: tl.constexpr,
+    WS: tl.constexpr,
+    SUBK: tl.constexpr,
+    TWO: tl.constexpr,
+    TMA_C: tl.constexpr,
+    LAG: tl.constexpr,
+):
     # a is [M, K] column-major, so a [K, M] row-major array for a descriptor; b likewise [K, N].
     a_desc = tl.make_tensor_descriptor(a_ptr, shape=[K, M], strides=[M, 1], block_shape=[SUBK, BLOCK_M])
     b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[N, 1], block_shape=[SUBK, BLOCK_N])
     c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
-    _tiles(a_desc, b_desc, c_desc, as_ptr, bs_ptr, c_ptr, M, N, K, NBLK_N, BLOCK_M, BLOCK_N, GROUP_M, CONVERT,
-           NUM_PROGS, WS, SUBK, TWO, TMA_C, LAG)
+    _tiles(
+        a_desc,
+        b_desc,
+        c_desc,
+        as_ptr,
+        bs_ptr,
+        c_ptr,
+        M,
+        N,
+        K,
+        NBLK_N,
+        BLOCK_M,
+        BLOCK_N,
+        GROUP_M,
+        CONVERT,
+        NUM_PROGS,
+        WS,
+        SUBK,
+        TWO,
+        TMA_C,
+        LAG,
+    )
 
 
 @triton.jit
@@ -143,10 +209,31 @@ def _grid_barrier(bar_ptr, NUM_PROGS: tl.constexpr):
 
 
 @triton.jit
-def _gemm_one(a_ptr, b_ptr, a16_ptr, b16_ptr, as_ptr, bs_ptr, c_ptr, bar_ptr, M, N, K, NBLK_N,
-              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr,
-              CONVERT: tl.constexpr, NUM_PROGS: tl.constexpr, WS: tl.constexpr, SUBK: tl.constexpr,
-              TWO: tl.constexpr, TMA_C: tl.constexpr, LAG: tl.constexpr, CBLOCK: tl.constexpr):
+def _gemm_one(
+    a_ptr,
+    b_ptr,
+    a16_ptr,
+    b16_ptr,
+    as_ptr,
+    bs_ptr,
+    c_ptr,
+    bar_ptr,
+    M,
+    N,
+    K,
+    NBLK_N,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    CONVERT: tl.constexpr,
+    NUM_PROGS: tl.constexpr,
+    WS: tl.constexpr,
+    SUBK: tl.constexpr,
+    TWO: tl.constexpr,
+    TMA_C: tl.constexpr,
+    LAG: tl.constexpr,
+    CBLOCK: tl.constexpr,
+):
     """The pre-pass and the GEMM in one launch: every program converts its share of a and b to
     fp16, a grid-wide barrier, then the persistent tile loop reads the fp16 copies through TMA."""
     pid = tl.program_id(0)
@@ -167,27 +254,101 @@ def _gemm_one(a_ptr, b_ptr, a16_ptr, b16_ptr, as_ptr, bs_ptr, c_ptr, bar_ptr, M,
     _grid_barrier(bar_ptr, NUM_PROGS)
     # The copies were written through ordinary stores; the tensor-memory engine reads through the
     # async proxy, which needs this fence to see them.
-    tl.inline_asm_elementwise("fence.proxy.async.global; mov.u32 $0, 0;", "=r", [], dtype=tl.int32,
-                              is_pure=False, pack=1)
+    tl.inline_asm_elementwise(
+        "fence.proxy.async.global; mov.u32 $0, 0;", "=r", [], dtype=tl.int32, is_pure=False, pack=1
+    )
     a_desc = tl.make_tensor_descriptor(a16_ptr, shape=[K, M], strides=[M, 1], block_shape=[SUBK, BLOCK_M])
     b_desc = tl.make_tensor_descriptor(b16_ptr, shape=[K, N], strides=[N, 1], block_shape=[SUBK, BLOCK_N])
     c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
-    _tiles(a_desc, b_desc, c_desc, as_ptr, bs_ptr, c_ptr, M, N, K, NBLK_N, BLOCK_M, BLOCK_N, GROUP_M, CONVERT,
-           NUM_PROGS, WS, SUBK, TWO, TMA_C, LAG)
+    _tiles(
+        a_desc,
+        b_desc,
+        c_desc,
+        as_ptr,
+        bs_ptr,
+        c_ptr,
+        M,
+        N,
+        K,
+        NBLK_N,
+        BLOCK_M,
+        BLOCK_N,
+        GROUP_M,
+        CONVERT,
+        NUM_PROGS,
+        WS,
+        SUBK,
+        TWO,
+        TMA_C,
+        LAG,
+    )
 
 
 @triton.jit
-def _gemm_host(a_desc, b_desc, c_desc, as_ptr, bs_ptr, c_ptr, M, N, K, NBLK_N,
-               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr,
-               CONVERT: tl.constexpr, NUM_PROGS: tl.constexpr, WS: tl.constexpr, SUBK: tl.constexpr,
-               TWO: tl.constexpr, TMA_C: tl.constexpr, LAG: tl.constexpr):
-    _tiles(a_desc, b_desc, c_desc, as_ptr, bs_ptr, c_ptr, M, N, K, NBLK_N, BLOCK_M, BLOCK_N, GROUP_M, CONVERT,
-           NUM_PROGS, WS, SUBK, TWO, TMA_C, LAG)
+def _gemm_host(
+    a_desc,
+    b_desc,
+    c_desc,
+    as_ptr,
+    bs_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    NBLK_N,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    CONVERT: tl.constexpr,
+    NUM_PROGS: tl.constexpr,
+    WS: tl.constexpr,
+    SUBK: tl.constexpr,
+    TWO: tl.constexpr,
+    TMA_C: tl.constexpr,
+    LAG: tl.constexpr,
+):
+    _tiles(
+        a_desc,
+        b_desc,
+        c_desc,
+        as_ptr,
+        bs_ptr,
+        c_ptr,
+        M,
+        N,
+        K,
+        NBLK_N,
+        BLOCK_M,
+        BLOCK_N,
+        GROUP_M,
+        CONVERT,
+        NUM_PROGS,
+        WS,
+        SUBK,
+        TWO,
+        TMA_C,
+        LAG,
+    )
 
 
 @triton.jit
-def _gemm_sk(a_ptr, b_ptr, as_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr, M, N, K, NBLK_N,
-             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr, SPLIT: tl.constexpr):
+def _gemm_sk(
+    a_ptr,
+    b_ptr,
+    as_ptr,
+    bs_ptr,
+    c_ptr,
+    ws_ptr,
+    cnt_ptr,
+    M,
+    N,
+    K,
+    NBLK_N,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    SPLIT: tl.constexpr,
+):
     """Split-K over the pre-converted fp16 operands, one launch: each of SPLIT programs per tile sums
     a slice of the K blocks; all but the last to finish leave an fp32 partial in the workspace, and
     the last one (found with a per-tile arrival counter) adds them and writes c, then resets the
@@ -239,8 +400,10 @@ def _gemm_sk(a_ptr, b_ptr, as_ptr, bs_ptr, c_ptr, ws_ptr, cnt_ptr, M, N, K, NBLK
 def pick_split(tiles: int, k_blocks: int, n_sms: int, most: int = 8) -> int:
     """The split that minimises (waves of programs) x (K blocks per program), plus a small charge
     per extra split for the partials' round trip; 1 when the tiles already fill the GPU."""
+
     def cost(s):
         return -(-tiles * s // n_sms) * -(-k_blocks // s) + (s - 1) * 2
+
     return min(range(1, max(1, min(most, k_blocks // 2)) + 1), key=cost)
 
 
@@ -265,10 +428,19 @@ def make(variant: str, cfg):
     tokens = set(variant.split("_"))
     convert = "inreg" in tokens
     host_desc = "hd" in tokens
-    consts = dict(BLOCK_M=bm, BLOCK_N=bn, GROUP_M=8, CONVERT=convert, WS="ws" in tokens,
-                  SUBK=64 if "k64" in tokens else 128, TWO="two" in tokens, TMA_C="stc" not in tokens,
-                  LAG="lag" in tokens,
-                  num_warps=warps, num_stages=stages)
+    consts = dict(
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        GROUP_M=8,
+        CONVERT=convert,
+        WS="ws" in tokens,
+        SUBK=64 if "k64" in tokens else 128,
+        TWO="two" in tokens,
+        TMA_C="stc" not in tokens,
+        LAG="lag" in tokens,
+        num_warps=warps,
+        num_stages=stages,
+    )
     n_sms = torch.cuda.get_device_properties(0).multi_processor_count if torch.cuda.is_available() else 4
     scratch = {}
 
@@ -288,8 +460,23 @@ def make(variant: str, cfg):
                 if "bar" not in scratch:
                     scratch["bar"] = torch.zeros(2, dtype=torch.int32, device=a.device)
                 progs = min(triton.cdiv(m, bm) * triton.cdiv(n, bn), n_sms)
-                _gemm_one[(progs,)](a, b, a_in, b_in, a_s, b_s, c, scratch["bar"], m, n, k, b_s.shape[0],
-                                    NUM_PROGS=progs, CBLOCK=4096, **consts)
+                _gemm_one[(progs,)](
+                    a,
+                    b,
+                    a_in,
+                    b_in,
+                    a_s,
+                    b_s,
+                    c,
+                    scratch["bar"],
+                    m,
+                    n,
+                    k,
+                    b_s.shape[0],
+                    NUM_PROGS=progs,
+                    CBLOCK=4096,
+                    **consts,
+                )
                 return c
             _convert[(triton.cdiv(na, 4096) + triton.cdiv(nb, 4096),)](a, b, a_in, b_in, na, nb, BLOCK=4096)
         # x2 / x3: two or three resident programs per SM, whose dots and scaled adds interleave.
@@ -300,11 +487,30 @@ def make(variant: str, cfg):
             split = pick_split(tiles, triton.cdiv(k, 128), n_sms)
             wkey = ("ws", m, n, k)
             if wkey not in scratch:
-                scratch[wkey] = (torch.empty(split * tiles * bm * bn, dtype=torch.float32, device=a.device),
-                                 torch.zeros(tiles, dtype=torch.int32, device=a.device))
+                scratch[wkey] = (
+                    torch.empty(split * tiles * bm * bn, dtype=torch.float32, device=a.device),
+                    torch.zeros(tiles, dtype=torch.int32, device=a.device),
+                )
             ws, cnt = scratch[wkey]
-            _gemm_sk[(tiles * split,)](a_in, b_in, a_s, b_s, c, ws, cnt, m, n, k, b_s.shape[0], BLOCK_M=bm,
-                                       BLOCK_N=bn, GROUP_M=8, SPLIT=split, num_warps=warps, num_stages=stages)
+            _gemm_sk[(tiles * split,)](
+                a_in,
+                b_in,
+                a_s,
+                b_s,
+                c,
+                ws,
+                cnt,
+                m,
+                n,
+                k,
+                b_s.shape[0],
+                BLOCK_M=bm,
+                BLOCK_N=bn,
+                GROUP_M=8,
+                SPLIT=split,
+                num_warps=warps,
+                num_stages=stages,
+            )
             return c
         if host_desc:
             from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: PLC0415
@@ -339,7 +545,9 @@ def main() -> int:
     p.add_argument("--out", default="explore_hopper.json")
     p.add_argument("--deadline", type=float, default=420)
     p.add_argument("--smoke", action="store_true")
-    p.add_argument("--variants", default="pre_ws,pre_ws_hd,pre_ws_stc,pre_ws_k64,pre_ws_k64_stc,pre_ws_two,inreg_ws_k64")
+    p.add_argument(
+        "--variants", default="pre_ws,pre_ws_hd,pre_ws_stc,pre_ws_k64,pre_ws_k64_stc,pre_ws_two,inreg_ws_k64"
+    )
     p.add_argument("--configs", default="", help="BMxBNxWARPSxSTAGES,... (default: the built-in list)")
     args = p.parse_args()
     from evaluator import load_task
@@ -371,15 +579,19 @@ def main() -> int:
             a16 = data[0].to(torch.float16).contiguous()
             b16 = data[1].to(torch.float16).contiguous()
             anchors[f"{m}x{n}x{k}"] = triton.testing.do_bench(lambda: a16 @ b16.T, warmup=10, rep=40) * 1e3  # noqa: B023
-        print(f"anchor cuBLAS fp16 (no scales, K-contiguous) geomean {geomean(list(anchors.values())):.1f} us",
-              flush=True)
+        print(
+            f"anchor cuBLAS fp16 (no scales, K-contiguous) geomean {geomean(list(anchors.values())):.1f} us", flush=True
+        )
     if not args.smoke:
         x = torch.empty(1, device=device)
         small = ref.generate_input(m=64, n=64, k=128, seed=1, device=device)
-        probes = {"empty triton launch": lambda: _empty[(1,)](x), "torch zero_": lambda: x.zero_(),
-                  "empty call": lambda: None}
+        probes = {
+            "empty triton launch": lambda: _empty[(1,)](x),
+            "torch zero_": lambda: x.zero_(),
+            "empty call": lambda: None,
+        }
         for name in ("pre_ws", "pre_ws_hd", "inreg_ws"):
-            probes[f"{name} 64x64x128"] = (lambda f: (lambda: f(small)))(make(name, (64, 64, 4, 4)))
+            probes[f"{name} 64x64x128"] = (lambda f: lambda: f(small))(make(name, (64, 64, 4, 4)))
         for name, probe in probes.items():
             probe()
             anchors[f"host floor: {name}"] = leaderboard_us(lambda _: probe(), None, flush, calls=200)  # noqa: B023
@@ -405,15 +617,24 @@ def main() -> int:
                 if not args.smoke:
                     per[label] = triton.testing.do_bench(lambda: fn(data), warmup=10, rep=40) * 1e3  # noqa: B023
                     lb[label] = leaderboard_us(fn, data, flush)
-            row = {"variant": variant, "config": cfg, "failed_shapes": bad, "error": err, "do_bench": per,
-                   "leaderboard": lb}
+            row = {
+                "variant": variant,
+                "config": cfg,
+                "failed_shapes": bad,
+                "error": err,
+                "do_bench": per,
+                "leaderboard": lb,
+            }
             if per and len(per) == len(inputs):
                 row["geomean_do_bench"] = geomean(list(per.values()))
                 row["geomean_leaderboard"] = geomean(list(lb.values()))
             rows.append(row)
-            print(f"{variant:14s} {str(cfg):20s} fail={bad} err={err} "
-                  f"do_bench={row.get('geomean_do_bench', math.nan):.1f} "
-                  f"leaderboard={row.get('geomean_leaderboard', math.nan):.1f}", flush=True)
+            print(
+                f"{variant:14s} {str(cfg):20s} fail={bad} err={err} "
+                f"do_bench={row.get('geomean_do_bench', math.nan):.1f} "
+                f"leaderboard={row.get('geomean_leaderboard', math.nan):.1f}",
+                flush=True,
+            )
     best: dict[str, tuple[float, str]] = {}
     for row in rows:
         if row["failed_shapes"] == 0 and not row["error"]:
@@ -424,9 +645,12 @@ def main() -> int:
         print(f"best design per shape (do_bench): geomean {geomean([v[0] for v in best.values()]):.1f} us")
         for label, (us, what) in best.items():
             print(f"  {label:>16}: {us:7.1f} us  {what}")
-    Path(args.out).write_text(json.dumps({"anchors": anchors, "rows": rows,
-                                          "versions": {"torch": torch.__version__, "triton": triton.__version__}},
-                                         indent=1))
+    Path(args.out).write_text(
+        json.dumps(
+            {"anchors": anchors, "rows": rows, "versions": {"torch": torch.__version__, "triton": triton.__version__}},
+            indent=1,
+        )
+    )
     return 0
 
 

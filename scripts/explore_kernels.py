@@ -42,16 +42,44 @@ ROOT = Path(__file__).resolve().parents[1]
 
 MODES = {"precise": 0, "sub32": 1, "sub64": 2, "bf16": 3, "fp16": 4, "fast": 5, "fp16x2": 6}
 # (BLOCK_M, BLOCK_N, num_warps, num_stages), cheapest to compile first.
-CONFIGS = [(128, 128, 8, 3), (64, 128, 4, 4), (128, 128, 4, 3), (128, 64, 4, 4), (128, 256, 8, 3),
-           (256, 128, 8, 3), (64, 64, 4, 4), (128, 128, 8, 4)]
+CONFIGS = [
+    (128, 128, 8, 3),
+    (64, 128, 4, 4),
+    (128, 128, 4, 3),
+    (128, 64, 4, 4),
+    (128, 256, 8, 3),
+    (256, 128, 8, 3),
+    (64, 64, 4, 4),
+    (128, 128, 8, 4),
+]
 RTOL, ATOL = 2e-2, 1e-3
 
 
 @triton.jit
-def _gemm(a_ptr, b_ptr, as_ptr, bs_ptr, c_ptr, M, N, K,
-          stride_am, stride_ak, stride_bn, stride_bk, stride_asm, stride_ask, stride_bsn, stride_bsk,
-          stride_cm, stride_cn,
-          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, MODE: tl.constexpr, GROUP_M: tl.constexpr):
+def _gemm(
+    a_ptr,
+    b_ptr,
+    as_ptr,
+    bs_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bn,
+    stride_bk,
+    stride_asm,
+    stride_ask,
+    stride_bsn,
+    stride_bsk,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    MODE: tl.constexpr,
+    GROUP_M: tl.constexpr,
+):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -68,8 +96,24 @@ def _gemm(a_ptr, b_ptr, as_ptr, bs_ptr, c_ptr, M, N, K,
     STEP: tl.constexpr = 256 if MODE == 6 else 128
     for k0 in range(0, K, STEP):
         if MODE == 6:
-            acc = _two_blocks(acc, a_ptr, b_ptr, as_ptr, bs_ptr, k0, offs_m, offs_n, stride_am, stride_ak,
-                              stride_bn, stride_bk, stride_asm, stride_ask, stride_bsn, stride_bsk)
+            acc = _two_blocks(
+                acc,
+                a_ptr,
+                b_ptr,
+                as_ptr,
+                bs_ptr,
+                k0,
+                offs_m,
+                offs_n,
+                stride_am,
+                stride_ak,
+                stride_bn,
+                stride_bk,
+                stride_asm,
+                stride_ask,
+                stride_bsn,
+                stride_bsk,
+            )
         else:
             a_s = tl.load(as_ptr + offs_m * stride_asm + (k0 // 128) * stride_ask)
             b_s = tl.load(bs_ptr + (offs_n // 128) * stride_bsn + (k0 // 128) * stride_bsk)
@@ -91,22 +135,43 @@ def _gemm(a_ptr, b_ptr, as_ptr, bs_ptr, c_ptr, M, N, K,
     offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
-    tl.store(c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn,
-             acc.to(c_ptr.dtype.element_ty), mask=mask)
+    tl.store(
+        c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn, acc.to(c_ptr.dtype.element_ty), mask=mask
+    )
 
 
 @triton.jit
-def _two_blocks(acc, a_ptr, b_ptr, as_ptr, bs_ptr, k0, offs_m, offs_n, stride_am, stride_ak, stride_bn, stride_bk,
-                stride_asm, stride_ask, stride_bsn, stride_bsk):
+def _two_blocks(
+    acc,
+    a_ptr,
+    b_ptr,
+    as_ptr,
+    bs_ptr,
+    k0,
+    offs_m,
+    offs_n,
+    stride_am,
+    stride_ak,
+    stride_bn,
+    stride_bk,
+    stride_asm,
+    stride_ask,
+    stride_bsn,
+    stride_bsk,
+):
     offs_k = tl.arange(0, 128)
     a0 = tl.load(a_ptr + offs_m[:, None] * stride_am + (k0 + offs_k)[None, :] * stride_ak)
     b0 = tl.load(b_ptr + (k0 + offs_k)[:, None] * stride_bk + offs_n[None, :] * stride_bn)
     a1 = tl.load(a_ptr + offs_m[:, None] * stride_am + (k0 + 128 + offs_k)[None, :] * stride_ak)
     b1 = tl.load(b_ptr + (k0 + 128 + offs_k)[:, None] * stride_bk + offs_n[None, :] * stride_bn)
-    s0 = (tl.load(as_ptr + offs_m * stride_asm + (k0 // 128) * stride_ask)[:, None]
-          * tl.load(bs_ptr + (offs_n // 128) * stride_bsn + (k0 // 128) * stride_bsk)[None, :])
-    s1 = (tl.load(as_ptr + offs_m * stride_asm + (k0 // 128 + 1) * stride_ask)[:, None]
-          * tl.load(bs_ptr + (offs_n // 128) * stride_bsn + (k0 // 128 + 1) * stride_bsk)[None, :])
+    s0 = (
+        tl.load(as_ptr + offs_m * stride_asm + (k0 // 128) * stride_ask)[:, None]
+        * tl.load(bs_ptr + (offs_n // 128) * stride_bsn + (k0 // 128) * stride_bsk)[None, :]
+    )
+    s1 = (
+        tl.load(as_ptr + offs_m * stride_asm + (k0 // 128 + 1) * stride_ask)[:, None]
+        * tl.load(bs_ptr + (offs_n // 128) * stride_bsn + (k0 // 128 + 1) * stride_bsk)[None, :]
+    )
     p0 = tl.dot(a0.to(tl.float16), b0.to(tl.float16))
     p1 = tl.dot(a1.to(tl.float16), b1.to(tl.float16))
     acc += p0 * s0
@@ -124,10 +189,32 @@ def make_kernel(mode: str, layout: str, cfg: tuple[int, int, int, int]):
         m, k = a.shape
         n = b.shape[0]
         grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
-        _gemm[grid](a, b, a_scale, b_scale, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                    a_scale.stride(0), a_scale.stride(1), b_scale.stride(0), b_scale.stride(1),
-                    c.stride(0), c.stride(1), BLOCK_M=bm, BLOCK_N=bn, MODE=MODES[mode], GROUP_M=8,
-                    num_warps=warps, num_stages=stages)
+        _gemm[grid](
+            a,
+            b,
+            a_scale,
+            b_scale,
+            c,
+            m,
+            n,
+            k,
+            a.stride(0),
+            a.stride(1),
+            b.stride(0),
+            b.stride(1),
+            a_scale.stride(0),
+            a_scale.stride(1),
+            b_scale.stride(0),
+            b_scale.stride(1),
+            c.stride(0),
+            c.stride(1),
+            BLOCK_M=bm,
+            BLOCK_N=bn,
+            MODE=MODES[mode],
+            GROUP_M=8,
+            num_warps=warps,
+            num_stages=stages,
+        )
         return c
 
     return run
@@ -158,8 +245,11 @@ def summarise(rows: list[dict], shapes: list[str]) -> dict:
             "best_config": min(complete, key=complete.get) if complete else None,
             "best_config_geomean_us": round(min(complete.values()), 1) if complete else None,
             "per_shape_best_geomean_us": round(geomean(list(best_per_shape.values())), 1)
-            if len(best_per_shape) == len(shapes) else None,
-            "passing_shapes": len(best_per_shape), "failed_runs": failed}
+            if len(best_per_shape) == len(shapes)
+            else None,
+            "passing_shapes": len(best_per_shape),
+            "failed_runs": failed,
+        }
     if len(oracle) == len(shapes):
         out["best passing variant per shape"] = {"geomean_us": round(geomean(list(oracle.values())), 1)}
     return out
@@ -190,23 +280,42 @@ def main(argv: list[str] | None = None) -> int:
         inputs[s.label()] = (data, expected)
     started = time.monotonic()
     rows: list[dict] = []
-    meta = {"gpu": torch.cuda.get_device_name(0) if device == "cuda" else "cpu", "torch": torch.__version__,
-            "triton": triton.__version__, "date": time.strftime("%Y-%m-%d"),
-            "method": "median of triton.testing.do_bench (256 MB clear between calls), one input set per shape"}
+    meta = {
+        "gpu": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "date": time.strftime("%Y-%m-%d"),
+        "method": "median of triton.testing.do_bench (256 MB clear between calls), one input set per shape",
+    }
     configs = CONFIGS if not args.configs else [tuple(int(x) for x in c.split("x")) for c in args.configs.split(",")]
-    variants = [(mode, layout, cfg) for mode in args.modes.split(",") for layout in args.layouts.split(",")
-                for cfg in (configs if not args.smoke else configs[:1])]
+    variants = [
+        (mode, layout, cfg)
+        for mode in args.modes.split(",")
+        for layout in args.layouts.split(",")
+        for cfg in (configs if not args.smoke else configs[:1])
+    ]
     for mode, layout, cfg in variants:
         if time.monotonic() - started > args.deadline:
-            print(f"deadline reached; {len(variants) - len({(r['mode'], r['layout'], r['cfg']) for r in rows})} "
-                  "variants not run", flush=True)
+            print(
+                f"deadline reached; {len(variants) - len({(r['mode'], r['layout'], r['cfg']) for r in rows})} "
+                "variants not run",
+                flush=True,
+            )
             break
         fn = make_kernel(mode, layout, cfg)
         name = "x".join(map(str, cfg))
         for s in shapes:
             data, expected = inputs[s.label()]
-            row = {"mode": mode, "layout": layout, "cfg": name, "shape": s.label(), "us": None, "passed": False,
-                   "mismatched": None, "error": None}
+            row = {
+                "mode": mode,
+                "layout": layout,
+                "cfg": name,
+                "shape": s.label(),
+                "us": None,
+                "passed": False,
+                "mismatched": None,
+                "error": None,
+            }
             try:
                 data[4].fill_(float("nan"))
                 out = fn(data).float()
@@ -223,9 +332,12 @@ def main(argv: list[str] | None = None) -> int:
         done = [r for r in rows if (r["mode"], r["layout"], r["cfg"]) == (mode, layout, name)]
         ok = [r for r in done if r["passed"] and r["us"]]
         gm = f"{geomean([r['us'] for r in ok]):.1f} us" if len(ok) == len(shapes) and not args.smoke else "-"
-        print(f"{mode:>8} {layout:>8} {name:>12}: {sum(r['passed'] for r in done)}/{len(shapes)} passed, "
-              f"geomean {gm}{'  ' + done[-1]['error'] if done and done[-1]['error'] else ''} "
-              f"[{time.monotonic() - started:.0f} s]", flush=True)
+        print(
+            f"{mode:>8} {layout:>8} {name:>12}: {sum(r['passed'] for r in done)}/{len(shapes)} passed, "
+            f"geomean {gm}{'  ' + done[-1]['error'] if done and done[-1]['error'] else ''} "
+            f"[{time.monotonic() - started:.0f} s]",
+            flush=True,
+        )
         args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=0))
     summary = summarise(rows, [s.label() for s in shapes]) if not args.smoke else {}
     args.out.write_text(json.dumps({"meta": meta, "summary": summary, "rows": rows}, indent=0))

@@ -65,8 +65,14 @@ def parse_attack(path: Path) -> Attack:
     except ValueError:
         raise ValueError(f"{path}: unknown outcome {match['outcome']!r}; one of {[o.value for o in Outcome]}") from None
     gpu = _GPU_LINE.fullmatch(lines[1].strip()) if len(lines) > 1 else None
-    return Attack(name=match["name"], path=str(path), outcome=outcome, reason=match["reason"].strip(),
-                  gpu_defence=gpu["text"].strip() if gpu else "", source=source)
+    return Attack(
+        name=match["name"],
+        path=str(path),
+        outcome=outcome,
+        reason=match["reason"].strip(),
+        gpu_defence=gpu["text"].strip() if gpu else "",
+        source=source,
+    )
 
 
 def load_attacks(folder: Path) -> list[Attack]:
@@ -75,11 +81,18 @@ def load_attacks(folder: Path) -> list[Attack]:
 
 def verdict_row(attack: Attack, report: EvalReport, control: bool = False, wall_s: float = 0.0) -> AttackRow:
     passed = report.outcome is Outcome.PASSED
-    return AttackRow(name=attack.name, expected_outcome=attack.outcome.value, expected_reason=attack.reason,
-                     outcome=report.outcome.value, reason=" ".join(report.reason.split()),
-                     stopped=passed if control else not passed,
-                     as_expected=report.outcome is attack.outcome and attack.reason in report.reason,
-                     control=control, score_us=report.score_us, wall_s=round(wall_s, 2))
+    return AttackRow(
+        name=attack.name,
+        expected_outcome=attack.outcome.value,
+        expected_reason=attack.reason,
+        outcome=report.outcome.value,
+        reason=" ".join(report.reason.split()),
+        stopped=passed if control else not passed,
+        as_expected=report.outcome is attack.outcome and attack.reason in report.reason,
+        control=control,
+        score_us=report.score_us,
+        wall_s=round(wall_s, 2),
+    )
 
 
 def build_table(rows: list[AttackRow], reason_width: int = 90) -> str:
@@ -93,8 +106,10 @@ def build_table(rows: list[AttackRow], reason_width: int = 90) -> str:
         lines.append(f"{r.name:<{name_w}}  {r.outcome:<{out_w}}  {mark}  {reason}")
     attacks = [r for r in rows if not r.control]
     controls = [r for r in rows if r.control]
-    lines.append(f"{sum(r.stopped for r in attacks)}/{len(attacks)} attacks stopped; "
-                 f"{sum(r.stopped for r in controls)}/{len(controls)} honest controls passed")
+    lines.append(
+        f"{sum(r.stopped for r in attacks)}/{len(attacks)} attacks stopped; "
+        f"{sum(r.stopped for r in controls)}/{len(controls)} honest controls passed"
+    )
     return "\n".join(lines)
 
 
@@ -104,8 +119,20 @@ def all_good(rows: list[AttackRow]) -> bool:
 
 # The faults of the list (and the candidates that end their own process): after each, the
 # seed is evaluated again on the same GPU and must pass, which shows the fault was contained.
-FAULTS = frozenset({"segfault", "infinite_loop", "kernel_infinite_loop", "illegal_memory_access", "device_assert",
-                    "giant_allocation", "memory_error", "output_flood", "compile_hang", "forge_sys_exit"})
+FAULTS = frozenset(
+    {
+        "segfault",
+        "infinite_loop",
+        "kernel_infinite_loop",
+        "illegal_memory_access",
+        "device_assert",
+        "giant_allocation",
+        "memory_error",
+        "output_flood",
+        "compile_hang",
+        "forge_sys_exit",
+    }
+)
 
 
 async def _evaluate(backend, attack: Attack, control: bool, number: int) -> AttackRow:
@@ -155,22 +182,60 @@ def main(argv: list[str] | None = None) -> int:
 
     task = load_task(args.task)
     attacks = load_attacks(args.attacks)
-    controls = [Attack(name="control:seed", path=str(args.task / "submission.py"), outcome=Outcome.PASSED,
-                       reason="", gpu_defence="", source=task.seed_source or "")]
+    controls = [
+        Attack(
+            name="control:seed",
+            path=str(args.task / "submission.py"),
+            outcome=Outcome.PASSED,
+            reason="",
+            gpu_defence="",
+            source=task.seed_source or "",
+        )
+    ]
     kernels = ROOT / "tests" / "evaluator_kernels.py"
     if kernels.exists():  # the fast honest variant the evaluator tests use
         namespace: dict = {}
         exec(compile(kernels.read_text(), str(kernels), "exec"), namespace)
-        controls.append(Attack(name="control:better", path=str(kernels), outcome=Outcome.PASSED, reason="",
-                               gpu_defence="", source=namespace["BETTER"]))
-    one = LocalBackend(task, timeout_s=args.timeout, max_calls=args.max_calls, shape_budget_s=args.shape_budget, own_kernel=True)
-    backends = [LocalBackend(task, timeout_s=args.timeout, max_calls=args.max_calls,
-                             shape_budget_s=args.shape_budget, gpus=[gpu], own_kernel=True) for gpu in one.gpus]
+        controls.append(
+            Attack(
+                name="control:better",
+                path=str(kernels),
+                outcome=Outcome.PASSED,
+                reason="",
+                gpu_defence="",
+                source=namespace["BETTER"],
+            )
+        )
+    one = LocalBackend(
+        task, timeout_s=args.timeout, max_calls=args.max_calls, shape_budget_s=args.shape_budget, own_kernel=True
+    )
+    backends = [
+        LocalBackend(
+            task,
+            timeout_s=args.timeout,
+            max_calls=args.max_calls,
+            shape_budget_s=args.shape_budget,
+            gpus=[gpu],
+            own_kernel=True,
+        )
+        for gpu in one.gpus
+    ]
     rows = anyio.run(run_all, backends, attacks, controls)
     print(build_table(rows))
-    args.out.write_bytes(msgspec.json.format(msgspec.json.encode({
-        "device": one.device_name, "driver": one.driver, "gpus": len(backends), "date": time.strftime("%Y-%m-%d"),
-        "rows": rows}), indent=2))
+    args.out.write_bytes(
+        msgspec.json.format(
+            msgspec.json.encode(
+                {
+                    "device": one.device_name,
+                    "driver": one.driver,
+                    "gpus": len(backends),
+                    "date": time.strftime("%Y-%m-%d"),
+                    "rows": rows,
+                }
+            ),
+            indent=2,
+        )
+    )
     return 0 if all_good(rows) else 1
 
 

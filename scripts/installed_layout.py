@@ -45,10 +45,24 @@ def mypy(args: list[str]) -> int:
     """mypy on the layout, with the checkout's settings; paths in its report point into the checkout."""
     with tempfile.TemporaryDirectory(prefix="ks-layout-") as tmp:
         build(Path(tmp))
-        proc = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
-                               "--cache-dir", str(ROOT / ".mypy_cache"), "-p", "kernel_scientist", *args],
-                              cwd=tmp, capture_output=True, text=True,
-                              env={**os.environ, "MYPYPATH": tmp})
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "mypy",
+                "--config-file",
+                str(ROOT / "pyproject.toml"),
+                "--cache-dir",
+                str(ROOT / ".mypy_cache"),
+                "-p",
+                "kernel_scientist",
+                *args,
+            ],
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "MYPYPATH": tmp},
+        )
         out = proc.stdout
         for layer in LAYERS:  # kernel_scientist/agents/x.py is agents/x.py in the checkout
             out = out.replace(f"kernel_scientist/{layer}/", f"{layer}/")

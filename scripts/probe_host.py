@@ -35,8 +35,11 @@ def main() -> int:
     p.add_argument("--task", type=Path, default=ROOT / "evaluator" / "tasks" / "amd_fp8_mm")
     p.add_argument("--calls", type=int, default=50)
     p.add_argument("--shapes", type=int, default=3, help="the first N ranked shapes")
-    p.add_argument("--smallest-tests", action="store_true",
-                   help="probe the task's smallest test shapes instead (a dry run in the CPU interpreter)")
+    p.add_argument(
+        "--smallest-tests",
+        action="store_true",
+        help="probe the task's smallest test shapes instead (a dry run in the CPU interpreter)",
+    )
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     p.add_argument("--out", type=Path, default=Path("probe_host.json"))
     args = p.parse_args()
@@ -102,17 +105,27 @@ def main() -> int:
                 in_call[0] = False
                 sync()
                 hosts.append((t1 - t0) * 1e6)
-            modes[mode] = {"mean": round(statistics.fmean(hosts), 2), "median": round(statistics.median(hosts), 2),
-                           "max": round(max(hosts), 2), "gc_pauses": len(pauses), "gc_pause_us": round(sum(pauses), 2)}
-            print(f"{shape.label():>18} {mode:>15}: host mean {modes[mode]['mean']} us, median "
-                  f"{modes[mode]['median']} us, max {modes[mode]['max']} us; {len(pauses)} collections inside calls")
+            modes[mode] = {
+                "mean": round(statistics.fmean(hosts), 2),
+                "median": round(statistics.median(hosts), 2),
+                "max": round(max(hosts), 2),
+                "gc_pauses": len(pauses),
+                "gc_pause_us": round(sum(pauses), 2),
+            }
+            print(
+                f"{shape.label():>18} {mode:>15}: host mean {modes[mode]['mean']} us, median "
+                f"{modes[mode]['median']} us, max {modes[mode]['max']} us; {len(pauses)} collections inside calls"
+            )
         text = io.StringIO()
         pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(15)
         row = {"shape": shape.label(), "calls": args.calls, "modes": modes, "profile": text.getvalue()}
         rows.append(row)
         print("\n".join(text.getvalue().splitlines()[:30]))
-    args.out.write_text(json.dumps({"file": str(args.file), "device": args.device, "rows": rows,
-                                    "torch": str(torch.__version__)}, indent=1))
+    args.out.write_text(
+        json.dumps(
+            {"file": str(args.file), "device": args.device, "rows": rows, "torch": str(torch.__version__)}, indent=1
+        )
+    )
     return 0
 
 

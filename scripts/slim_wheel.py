@@ -32,8 +32,9 @@ def slim(wheel: Path, out: Path, drop: list[str]) -> Path:
             data = src.read(info)
             if info.filename.endswith(".dist-info/RECORD"):
                 lines = data.decode().splitlines()
-                data = "".join(ln + "\n" for ln in lines if ln.split(",", 1)[0] in names or
-                               ln.split(",", 1)[0] == info.filename).encode()
+                data = "".join(
+                    ln + "\n" for ln in lines if ln.split(",", 1)[0] in names or ln.split(",", 1)[0] == info.filename
+                ).encode()
             dst.writestr(info, data)
     return target
 

@@ -58,11 +58,32 @@ DRY_SHAPES = [(64, 128, 256, 11), (128, 192, 384, 12)]
 
 
 @triton.jit
-def sweep_gemm(a_ptr, b_ptr, as_ptr, bs_ptr, c_ptr, M, N, K,
-               stride_am, stride_ak, stride_bn, stride_bk, stride_asm, stride_ask, stride_bsn, stride_bsk,
-               stride_cm, stride_cn,
-               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, MODE: tl.constexpr,
-               GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr):
+def sweep_gemm(
+    a_ptr,
+    b_ptr,
+    as_ptr,
+    bs_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bn,
+    stride_bk,
+    stride_asm,
+    stride_ask,
+    stride_bsn,
+    stride_bsk,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    MODE: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -110,8 +131,10 @@ def empty_kernel(x_ptr):
 
 
 def variant_name(v: dict) -> str:
-    return (f"{v['form']}/{v['layout']}/{v['bm']}x{v['bn']}x{v['bk']}/w{v['warps']}s{v['stages']}"
-            f"/g{v['group_m']}/sk{v['split_k']}")
+    return (
+        f"{v['form']}/{v['layout']}/{v['bm']}x{v['bn']}x{v['bk']}/w{v['warps']}s{v['stages']}"
+        f"/g{v['group_m']}/sk{v['split_k']}"
+    )
 
 
 def make_call(v: dict):
@@ -130,10 +153,34 @@ def make_call(v: dict):
             out = scratch["ws"]
             out.zero_()
         grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn), split)
-        sweep_gemm[grid](a, b, a_s, b_s, out, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                         a_s.stride(0), a_s.stride(1), b_s.stride(0), b_s.stride(1), out.stride(0), out.stride(1),
-                         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, MODE=FORMS[v["form"]], GROUP_M=v["group_m"],
-                         SPLIT_K=split, num_warps=v["warps"], num_stages=v["stages"])
+        sweep_gemm[grid](
+            a,
+            b,
+            a_s,
+            b_s,
+            out,
+            m,
+            n,
+            k,
+            a.stride(0),
+            a.stride(1),
+            b.stride(0),
+            b.stride(1),
+            a_s.stride(0),
+            a_s.stride(1),
+            b_s.stride(0),
+            b_s.stride(1),
+            out.stride(0),
+            out.stride(1),
+            BLOCK_M=bm,
+            BLOCK_N=bn,
+            BLOCK_K=bk,
+            MODE=FORMS[v["form"]],
+            GROUP_M=v["group_m"],
+            SPLIT_K=split,
+            num_warps=v["warps"],
+            num_stages=v["stages"],
+        )
         if split > 1:
             c.copy_(out)
         return c
@@ -147,22 +194,49 @@ def variants(seed: int = 14) -> list[dict]:
     rng = random.Random(seed)
     tiles = [(64, 64), (64, 128), (128, 64), (128, 128), (64, 256), (128, 256), (256, 128), (256, 64)]
     grid = [(bm, bn, bk, w, s) for bm, bn in tiles for bk in (64, 128) for w in (4, 8) for s in (2, 3, 4, 5)]
-    plan = [("precise", "strided", 36), ("fp16", "strided", 24), ("precise", "kmajor", 18),
-            ("fp16", "kmajor", 14), ("bf16", "strided", 12), ("bf16", "kmajor", 8), ("fast", "kmajor", 8)]
+    plan = [
+        ("precise", "strided", 36),
+        ("fp16", "strided", 24),
+        ("precise", "kmajor", 18),
+        ("fp16", "kmajor", 14),
+        ("bf16", "strided", 12),
+        ("bf16", "kmajor", 8),
+        ("fast", "kmajor", 8),
+    ]
     groups: list[list[dict]] = []
     for form, layout, count in plan:
         picks = rng.sample(grid, count)
-        groups.append([dict(form=form, layout=layout, bm=bm, bn=bn, bk=bk, warps=w, stages=s, group_m=8, split_k=1)
-                       for bm, bn, bk, w, s in picks])
+        groups.append(
+            [
+                dict(form=form, layout=layout, bm=bm, bn=bn, bk=bk, warps=w, stages=s, group_m=8, split_k=1)
+                for bm, bn, bk, w, s in picks
+            ]
+        )
     # Tile order (row-major, as the seed) and split-K on the task's layout.
-    order = [dict(form=f, layout="strided", bm=bm, bn=bn, bk=128, warps=w, stages=s, group_m=1, split_k=1)
-             for f, bm, bn, w, s in [("precise", 64, 64, 4, 2), ("precise", 128, 128, 8, 3), ("precise", 64, 128, 4, 4),
-                                     ("fp16", 64, 128, 4, 3), ("fp16", 128, 64, 4, 4), ("precise", 128, 64, 4, 3)]]
-    splits = [dict(form=f, layout="strided", bm=bm, bn=bn, bk=128, warps=w, stages=s, group_m=8, split_k=sk)
-              for f, bm, bn, w, s, sk in [("precise", 128, 128, 8, 3, 2), ("precise", 64, 128, 4, 4, 4),
-                                          ("precise", 128, 64, 4, 3, 8), ("fp16", 64, 128, 4, 3, 2),
-                                          ("fp16", 128, 128, 8, 3, 4), ("precise", 64, 64, 4, 2, 3),
-                                          ("fp16", 128, 64, 4, 4, 8), ("precise", 128, 256, 8, 3, 2)]]
+    order = [
+        dict(form=f, layout="strided", bm=bm, bn=bn, bk=128, warps=w, stages=s, group_m=1, split_k=1)
+        for f, bm, bn, w, s in [
+            ("precise", 64, 64, 4, 2),
+            ("precise", 128, 128, 8, 3),
+            ("precise", 64, 128, 4, 4),
+            ("fp16", 64, 128, 4, 3),
+            ("fp16", 128, 64, 4, 4),
+            ("precise", 128, 64, 4, 3),
+        ]
+    ]
+    splits = [
+        dict(form=f, layout="strided", bm=bm, bn=bn, bk=128, warps=w, stages=s, group_m=8, split_k=sk)
+        for f, bm, bn, w, s, sk in [
+            ("precise", 128, 128, 8, 3, 2),
+            ("precise", 64, 128, 4, 4, 4),
+            ("precise", 128, 64, 4, 3, 8),
+            ("fp16", 64, 128, 4, 3, 2),
+            ("fp16", 128, 128, 8, 3, 4),
+            ("precise", 64, 64, 4, 2, 3),
+            ("fp16", 128, 64, 4, 4, 8),
+            ("precise", 128, 256, 8, 3, 2),
+        ]
+    ]
     groups += [order, splits]
     out: list[dict] = []
     while any(groups):
@@ -195,10 +269,12 @@ def _campaign_best(path: Path) -> tuple[str, str, float]:
         "FROM evaluation e JOIN kernel k ON k.id = e.kernel_id "
         "WHERE json_extract(e.body, '$.report.score_us') IS NOT NULL "
         "AND json_extract(e.body, '$.report.provenance.simulated') = 0 "
-        "ORDER BY json_extract(e.body, '$.report.score_us') LIMIT 1").fetchone()
+        "ORDER BY json_extract(e.body, '$.report.score_us') LIMIT 1"
+    ).fetchone()
     if row is None:
-        raise SystemExit(f"sweep_h200: {path} holds no measured evaluation with a score; "
-                         "pass a campaign file of a local (GPU) run")
+        raise SystemExit(
+            f"sweep_h200: {path} holds no measured evaluation with a score; pass a campaign file of a local (GPU) run"
+        )
     return f"{path.stem} kernel {row[0]}", row[2], float(row[1])
 
 
@@ -206,21 +282,35 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=Path("calib-sweep.json"))
     p.add_argument("--task", type=Path, default=ROOT / "evaluator" / "tasks" / "amd_fp8_mm")
-    p.add_argument("--deadline", type=float, default=400.0,
-                   help="stop starting new variants this many seconds after the start")
+    p.add_argument(
+        "--deadline", type=float, default=400.0, help="stop starting new variants this many seconds after the start"
+    )
     p.add_argument("--rep-ms", type=float, default=12.0, help="do_bench repetition time per shape")
-    p.add_argument("--kernel", action="append", default=[], metavar="NAME=FILE",
-                   help="a submission file to time like the seed (repeatable)")
-    p.add_argument("--campaign-best", type=Path, action="append",
-                   help="a campaign .sqlite: time its best measured kernel too (repeatable; default: the "
-                        "H200 campaigns in docs/h200, none in a dry run)")
+    p.add_argument(
+        "--kernel",
+        action="append",
+        default=[],
+        metavar="NAME=FILE",
+        help="a submission file to time like the seed (repeatable)",
+    )
+    p.add_argument(
+        "--campaign-best",
+        type=Path,
+        action="append",
+        help="a campaign .sqlite: time its best measured kernel too (repeatable; default: the "
+        "H200 campaigns in docs/h200, none in a dry run)",
+    )
     p.add_argument("--limit", type=int, help="run only the first N variants")
-    p.add_argument("--dry-run", action="store_true",
-                   help="CPU, Triton's interpreter (set TRITON_INTERPRET=1), two tiny shapes, one call per timing")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="CPU, Triton's interpreter (set TRITON_INTERPRET=1), two tiny shapes, one call per timing",
+    )
     args = p.parse_args(argv)
     if args.dry_run and os.environ.get("TRITON_INTERPRET") != "1":
-        raise SystemExit("sweep_h200: --dry-run runs the kernels in Triton's interpreter; "
-                         "set TRITON_INTERPRET=1 in the environment")
+        raise SystemExit(
+            "sweep_h200: --dry-run runs the kernels in Triton's interpreter; set TRITON_INTERPRET=1 in the environment"
+        )
 
     from evaluator import geomean, load_task
     from evaluator._rundir import import_reference, import_submission
@@ -232,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     device = "cuda" if cuda else "cpu"
     task = load_task(args.task)
     ref = import_reference(task.modules)
-    shapes = ([(s.m, s.n, s.k, s.seed) for s in task.benchmarks] if cuda else DRY_SHAPES)
+    shapes = [(s.m, s.n, s.k, s.seed) for s in task.benchmarks] if cuda else DRY_SHAPES
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     flush = torch.empty(64 * 2**20, dtype=torch.float32, device=device) if cuda else None
 
@@ -249,13 +339,17 @@ def main(argv: list[str] | None = None) -> int:
         want = ref.ref_kernel(tuple(t.clone() for t in data)).float()
         kmajor = (data[0].contiguous(), data[1].contiguous(), *data[2:])
         inputs[f"{m}x{n}x{k}"] = (data, kmajor, want)
-    meta = {"gpu": torch.cuda.get_device_name(0) if cuda else "cpu (dry run)", "torch": torch.__version__,
-            "triton": triton.__version__, "date": time.strftime("%Y-%m-%d"),
-            "sm_count": torch.cuda.get_device_properties(0).multi_processor_count if cuda else None,
-            "method": "GEMM rows: median of triton.testing.do_bench (warmup 3 ms, rep "
-                      f"{args.rep_ms:g} ms, 256 MB cleared before each call), one input set per shape; "
-                      "leaderboard rows: host clock around synchronize + call + synchronize, L2 flushed",
-            "tolerance": {"rtol": RTOL, "atol": ATOL}}
+    meta = {
+        "gpu": torch.cuda.get_device_name(0) if cuda else "cpu (dry run)",
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "date": time.strftime("%Y-%m-%d"),
+        "sm_count": torch.cuda.get_device_properties(0).multi_processor_count if cuda else None,
+        "method": "GEMM rows: median of triton.testing.do_bench (warmup 3 ms, rep "
+        f"{args.rep_ms:g} ms, 256 MB cleared before each call), one input set per shape; "
+        "leaderboard rows: host clock around synchronize + call + synchronize, L2 flushed",
+        "tolerance": {"rtol": RTOL, "atol": ATOL},
+    }
     result: dict = {"meta": meta, "host": {}, "submissions": {}, "copy": {}, "rows": []}
 
     def save() -> None:
@@ -266,9 +360,11 @@ def main(argv: list[str] | None = None) -> int:
     # Host floors of the protocol, then the whole submissions (seed, reference, extras).
     x = torch.zeros(1, device=device)
     calls = 200 if cuda else 2
-    result["host"] = {"empty triton launch": leaderboard_us(lambda: empty_kernel[(1,)](x), flush, sync, calls),
-                      "torch zero_": leaderboard_us(lambda: x.zero_(), flush, sync, calls),
-                      "empty call": leaderboard_us(lambda: None, flush, sync, calls)}
+    result["host"] = {
+        "empty triton launch": leaderboard_us(lambda: empty_kernel[(1,)](x), flush, sync, calls),
+        "torch zero_": leaderboard_us(lambda: x.zero_(), flush, sync, calls),
+        "empty call": leaderboard_us(lambda: None, flush, sync, calls),
+    }
     subs = {"seed": task.seed_source}
     for spec in args.kernel:
         name, _, path = spec.partition("=")
@@ -298,17 +394,21 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as exc:  # noqa: BLE001 - a submission that fails is a result
                 per[label] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
         times = [r["do_bench_us"] for r in per.values() if "do_bench_us" in r]
-        result["submissions"][name] = {"shapes": per, "geomean_do_bench_us": round(geomean(times), 2)
-                                       if len(times) == len(inputs) else None}
-        print(f"{name}: geomean {result['submissions'][name]['geomean_do_bench_us']} us [{time.monotonic() - started:.0f} s]",
-              flush=True)
+        result["submissions"][name] = {
+            "shapes": per,
+            "geomean_do_bench_us": round(geomean(times), 2) if len(times) == len(inputs) else None,
+        }
+        print(
+            f"{name}: geomean {result['submissions'][name]['geomean_do_bench_us']} us [{time.monotonic() - started:.0f} s]",
+            flush=True,
+        )
     for label, (data, _, _) in inputs.items():  # the K-contiguous pre-pass a kmajor kernel needs
         result["copy"][label] = round(1000 * bench(lambda: (data[0].contiguous(), data[1].contiguous())), 2)
     save()
 
     plan = variants()
     if args.limit:
-        plan = plan[:args.limit]
+        plan = plan[: args.limit]
     elif not cuda:  # one variant of each kind of launch: forms, layouts, tile order, split-K
         kinds: dict[tuple, dict] = {}
         for v in plan:
@@ -338,9 +438,12 @@ def main(argv: list[str] | None = None) -> int:
             result["rows"].append(row)
         done = [r for r in result["rows"] if variant_name(r) == variant_name(v) and r["us"]]
         gm = geomean([r["us"] for r in done]) if len(done) == len(inputs) else float("nan")
-        print(f"{i + 1:3d}/{len(plan)} {variant_name(v):42s} geomean {gm:8.1f} us "
-              f"passed {sum(r['passed'] for r in done)}/{len(inputs)}{'  ' + error if error else ''} "
-              f"[{time.monotonic() - started:.0f} s]", flush=True)
+        print(
+            f"{i + 1:3d}/{len(plan)} {variant_name(v):42s} geomean {gm:8.1f} us "
+            f"passed {sum(r['passed'] for r in done)}/{len(inputs)}{'  ' + error if error else ''} "
+            f"[{time.monotonic() - started:.0f} s]",
+            flush=True,
+        )
         save()
     save()
     return 0

@@ -11,9 +11,14 @@ SCENARIOS = ROOT / "scenarios"
 
 def cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None):
     """Run the real console command in a subprocess, as a user would."""
-    return subprocess.run([sys.executable, "-m", "kernel_scientist", *args], cwd=cwd or ROOT,
-                          capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "kernel_scientist", *args],
+        cwd=cwd or ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def fingerprint(db):
@@ -22,8 +27,10 @@ def fingerprint(db):
     from blackboard import open_existing
 
     with open_existing(db) as board:
-        kernels = [(k.id, k.source_hash, k.state, k.author, k.parent_id, k.hypothesis_id, k.created_at)
-                   for k in board.kernels()]
+        kernels = [
+            (k.id, k.source_hash, k.state, k.author, k.parent_id, k.hypothesis_id, k.created_at)
+            for k in board.kernels()
+        ]
         evals = [(e.kernel_id, e.started_at, e.report.outcome, e.report.score_us) for e in board.evaluations()]
         msgs = [(m.at, m.agent, m.kind, m.text) for m in board.messages()]
     return kernels, evals, msgs

@@ -9,7 +9,6 @@ import sqlite3
 import subprocess
 
 import pytest
-
 from _support import SCENARIOS, cli
 
 
@@ -36,8 +35,17 @@ def smoke_campaign(tmp_path_factory):
         return _made[0]
     root = tmp_path_factory.mktemp("watched")
     db = root / "smoke.sqlite"
-    proc = cli("run", str(SCENARIOS / "smoke.toml"), "--db", str(db), "--watch",
-               "--set", "campaign.hours=1", timeout=240, env={"COLUMNS": "140"})
+    proc = cli(
+        "run",
+        str(SCENARIOS / "smoke.toml"),
+        "--db",
+        str(db),
+        "--watch",
+        "--set",
+        "campaign.hours=1",
+        timeout=240,
+        env={"COLUMNS": "140"},
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     _made.append(Made(db, proc))
     return _made[0]

@@ -7,7 +7,7 @@ tiles in grouped order. Faulty variants are small edits of it, so each test chan
 
 from __future__ import annotations
 
-_TEMPLATE = '''
+_TEMPLATE = """
 import torch
 import triton
 import triton.language as tl
@@ -53,29 +53,54 @@ def custom_kernel(data: input_t) -> output_t:
                 c.stride(0), c.stride(1),
                 BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=128, GROUP_M=GM, num_warps=WARPS, num_stages=STAGES)
     BODY_END
-'''
+"""
 
 
-def tiled_source(bm: int = 64, bn: int = 64, warps: int = 4, stages: int = 2, group_m: int = 1,
-                 prepass: bool = False, scale: bool = True, body_end: str = "return c") -> str:
-    return (_TEMPLATE.replace("PREPASS", "a, b = a.contiguous(), b.contiguous()" if prepass else "pass")
-            .replace("SCALE", "* sa[:, None] * sb[None, :]" if scale else "")
-            .replace("BM", str(bm)).replace("BN", str(bn)).replace("GM", str(group_m))
-            .replace("WARPS", str(warps)).replace("STAGES", str(stages)).replace("BODY_END", body_end))
+def tiled_source(
+    bm: int = 64,
+    bn: int = 64,
+    warps: int = 4,
+    stages: int = 2,
+    group_m: int = 1,
+    prepass: bool = False,
+    scale: bool = True,
+    body_end: str = "return c",
+) -> str:
+    return (
+        _TEMPLATE.replace("PREPASS", "a, b = a.contiguous(), b.contiguous()" if prepass else "pass")
+        .replace("SCALE", "* sa[:, None] * sb[None, :]" if scale else "")
+        .replace("BM", str(bm))
+        .replace("BN", str(bn))
+        .replace("GM", str(group_m))
+        .replace("WARPS", str(warps))
+        .replace("STAGES", str(stages))
+        .replace("BODY_END", body_end)
+    )
 
 
 SEEDLIKE = tiled_source()
 BETTER = tiled_source(bm=128, bn=128, warps=8, stages=2, group_m=8, prepass=True)
 SKIPS_SCALE = tiled_source(scale=False)
 RETURNS_ZEROS = tiled_source(body_end="return torch.zeros_like(c)")
-SYNTAX_ERROR = SEEDLIKE.replace("def custom_kernel(data: input_t) -> output_t:", "def custom_kernel(data: input_t) -> output_t")
-RAISES = SEEDLIKE.replace("    a, b, a_scale, b_scale, c = data\n", "    raise ValueError('boom from the candidate')\n", 1)
+SYNTAX_ERROR = SEEDLIKE.replace(
+    "def custom_kernel(data: input_t) -> output_t:", "def custom_kernel(data: input_t) -> output_t"
+)
+RAISES = SEEDLIKE.replace(
+    "    a, b, a_scale, b_scale, c = data\n", "    raise ValueError('boom from the candidate')\n", 1
+)
 LOOPS = SEEDLIKE.replace("    a, b, a_scale, b_scale, c = data\n", "    while True:\n        pass\n", 1)
-FLOODS = SEEDLIKE.replace("    a, b, a_scale, b_scale, c = data\n",
-                          "    for _ in range(400):\n        print('x' * 10000)\n    a, b, a_scale, b_scale, c = data\n", 1)
-WRITES_INPUT = SEEDLIKE.replace("    m, k = a.shape\n", "    m, k = a.shape\n    a_scale.mul_(1.0)\n    b_scale.add_(0.0)\n    a_scale[0, 0] = 0.0\n", 1)
+FLOODS = SEEDLIKE.replace(
+    "    a, b, a_scale, b_scale, c = data\n",
+    "    for _ in range(400):\n        print('x' * 10000)\n    a, b, a_scale, b_scale, c = data\n",
+    1,
+)
+WRITES_INPUT = SEEDLIKE.replace(
+    "    m, k = a.shape\n",
+    "    m, k = a.shape\n    a_scale.mul_(1.0)\n    b_scale.add_(0.0)\n    a_scale[0, 0] = 0.0\n",
+    1,
+)
 SEGFAULTS = "import os, signal\n\ndef custom_kernel(data):\n    os.kill(os.getpid(), signal.SIGSEGV)\n"
-HIDDEN_MATMUL = '''
+HIDDEN_MATMUL = """
 import torch
 from operator import matmul as _mul
 
@@ -87,19 +112,24 @@ def custom_kernel(data):
     sb = b_scale.repeat_interleave(128, dim=0).repeat_interleave(128, dim=1)[: b.shape[0], :k]
     c[...] = _mul(a.float() * sa, (b.float() * sb).T).to(c.dtype)
     return c
-'''
+"""
 
 
 def branchy_source(mode: int) -> str:
     """A kernel holding two accumulation forms behind a constexpr branch (MODE 0: fp8 with precise
     accumulation, MODE 1: fp16 upcast), launched with ``mode``."""
-    return (tiled_source()
-            .replace("GROUP_M: tl.constexpr):", "GROUP_M: tl.constexpr, MODE: tl.constexpr):")
-            .replace("        part = tl.dot(a, b, max_num_imprecise_acc=0)\n",
-                     "        if MODE == 0:\n            part = tl.dot(a, b, max_num_imprecise_acc=0)\n"
-                     "        else:\n            part = tl.dot(a.to(tl.float16), b.to(tl.float16))\n")
-            .replace("num_warps=", f"MODE={mode}, num_warps="))
+    return (
+        tiled_source()
+        .replace("GROUP_M: tl.constexpr):", "GROUP_M: tl.constexpr, MODE: tl.constexpr):")
+        .replace(
+            "        part = tl.dot(a, b, max_num_imprecise_acc=0)\n",
+            "        if MODE == 0:\n            part = tl.dot(a, b, max_num_imprecise_acc=0)\n"
+            "        else:\n            part = tl.dot(a.to(tl.float16), b.to(tl.float16))\n",
+        )
+        .replace("num_warps=", f"MODE={mode}, num_warps=")
+    )
 
 
-FP16_UPCAST = tiled_source().replace("tl.dot(a, b, max_num_imprecise_acc=0)",
-                                     "tl.dot(a.to(tl.float16), b.to(tl.float16))")
+FP16_UPCAST = tiled_source().replace(
+    "tl.dot(a, b, max_num_imprecise_acc=0)", "tl.dot(a.to(tl.float16), b.to(tl.float16))"
+)

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from evaluator_kernels import BETTER
 
 import evaluator._simulated as simulated
 from blackboard.records import EvalReport, Outcome, Provenance, Shape
 from evaluator import SimulatedBackend, load_task, static_findings
 from evaluator._wire import ChildRequest
-from evaluator_kernels import BETTER
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = load_task(ROOT / "evaluator" / "tasks" / "amd_fp8_mm")
@@ -51,8 +51,13 @@ def test_the_suite_covers_the_attack_table():
     assert len(ATTACKS) >= 12
     stopped_by = {a.outcome for a in ATTACKS.values()}
     assert Outcome.PASSED not in stopped_by
-    assert {Outcome.WRONG_OUTPUT, Outcome.REJECTED_BY_RULE, Outcome.CRASH, Outcome.TIMEOUT,
-            Outcome.OUT_OF_MEMORY} <= stopped_by
+    assert {
+        Outcome.WRONG_OUTPUT,
+        Outcome.REJECTED_BY_RULE,
+        Outcome.CRASH,
+        Outcome.TIMEOUT,
+        Outcome.OUT_OF_MEMORY,
+    } <= stopped_by
     assert all(a.reason for a in ATTACKS.values()), "every attack names the reason it is stopped with"
 
 
@@ -69,9 +74,14 @@ async def test_each_attack_is_stopped_with_its_named_reason(backend, name):
         assert after.outcome is Outcome.PASSED, after.reason
 
 
-@pytest.mark.parametrize("name", sorted(n for n, a in ATTACKS.items()
-                                        if a.outcome is Outcome.REJECTED_BY_RULE
-                                        and any(f.severity == "reject" for f in static_findings(a.source))))
+@pytest.mark.parametrize(
+    "name",
+    sorted(
+        n
+        for n, a in ATTACKS.items()
+        if a.outcome is Outcome.REJECTED_BY_RULE and any(f.severity == "reject" for f in static_findings(a.source))
+    ),
+)
 async def test_rule_rejected_attacks_fail_the_prescreen_too(backend, name):
     attack = ATTACKS[name]
     report = await backend.prescreen(attack.source)
@@ -79,7 +89,7 @@ async def test_rule_rejected_attacks_fail_the_prescreen_too(backend, name):
 
 
 # -- runtime defences behind the static rules ---------------------------------------------------
-_FORGE = '''
+_FORGE = """
 import os
 import posix
 
@@ -89,13 +99,17 @@ def custom_kernel(data):
     os.write(fd, BLOB)
     os.close(fd)
     posix._exit(CODE)
-'''
+"""
 
 
-@pytest.mark.parametrize(("blob", "code", "reason"), [
-    ("b'not msgpack at all'", 0, "no valid result"),
-    ("bytes([0x81, 0xa6]) + b'status' + bytes([0xa2]) + b'ok'", 5, "may have been forged"),
-], ids=["garbage-exit-0", "result-exit-5"])
+@pytest.mark.parametrize(
+    ("blob", "code", "reason"),
+    [
+        ("b'not msgpack at all'", 0, "no valid result"),
+        ("bytes([0x81, 0xa6]) + b'status' + bytes([0xa2]) + b'ok'", 5, "may have been forged"),
+    ],
+    ids=["garbage-exit-0", "result-exit-5"],
+)
 async def test_a_forged_result_file_never_passes_even_without_the_rules(backend, monkeypatch, blob, code, reason):
     monkeypatch.setattr(simulated, "rule_verdict", lambda source, own_kernel=True: None)  # the rules switched off
     source = _FORGE.replace("BLOB", blob).replace("CODE", str(code))
@@ -119,8 +133,15 @@ def _alive_in_group(pgid: int) -> list[int]:
 @pytest.mark.parametrize("name", ["fork_bomb_bounded", "pool_fork_bomb"])
 def test_a_bounded_fork_bomb_dies_with_its_process_group(backend, name):
     """Without the process_control rule, the sleepers are still killed with the candidate's group."""
-    request = ChildRequest(mode="prescreen", source=ATTACKS[name].source, task_dir=TASK.path, modules=TASK.modules,
-                           check=[Shape(64, 64, 128, 1)], bench=[], device="mi300x")
+    request = ChildRequest(
+        mode="prescreen",
+        source=ATTACKS[name].source,
+        task_dir=TASK.path,
+        modules=TASK.modules,
+        check=[Shape(64, 64, 128, 1)],
+        bench=[],
+        device="mi300x",
+    )
     job = backend._server.run(request, 10.0, 1000)
     assert job.finished is not None and not job.timed_out
     deadline = time.monotonic() + 3
@@ -131,18 +152,24 @@ def test_a_bounded_fork_bomb_dies_with_its_process_group(backend, name):
 
 # -- the GPU script's table ---------------------------------------------------------------------
 def _report(outcome: Outcome, reason: str) -> EvalReport:
-    return EvalReport(outcome=outcome, reason=reason, provenance=Provenance(backend="local", simulated=False,
-                                                                             device="fake", timing_method="events"))
+    return EvalReport(
+        outcome=outcome,
+        reason=reason,
+        provenance=Provenance(backend="local", simulated=False, device="fake", timing_method="events"),
+    )
 
 
 def test_the_gpu_script_builds_its_table_from_reports():
     zero = ATTACKS["zero_inputs"]
     hang = ATTACKS["infinite_loop"]
-    seed = gpu_attacks.Attack(name="control:seed", path="", outcome=Outcome.PASSED, reason="", gpu_defence="",
-                              source="")
-    rows = [gpu_attacks.verdict_row(zero, _report(Outcome.WRONG_OUTPUT, "the kernel wrote to input 2 on 1024x1536x7168")),
-            gpu_attacks.verdict_row(hang, _report(Outcome.PASSED, "passed " + "x" * 300)),
-            gpu_attacks.verdict_row(seed, _report(Outcome.PASSED, "passed 4 tests"), control=True)]
+    seed = gpu_attacks.Attack(
+        name="control:seed", path="", outcome=Outcome.PASSED, reason="", gpu_defence="", source=""
+    )
+    rows = [
+        gpu_attacks.verdict_row(zero, _report(Outcome.WRONG_OUTPUT, "the kernel wrote to input 2 on 1024x1536x7168")),
+        gpu_attacks.verdict_row(hang, _report(Outcome.PASSED, "passed " + "x" * 300)),
+        gpu_attacks.verdict_row(seed, _report(Outcome.PASSED, "passed 4 tests"), control=True),
+    ]
     assert [(r.stopped, r.as_expected) for r in rows] == [(True, False), (False, False), (True, True)]
     table = gpu_attacks.build_table(rows, reason_width=60)
     lines = table.splitlines()
@@ -163,8 +190,11 @@ class _ScriptedBackend:
         self.log.append((self.name, source))
         if source == "seed":
             return _report(Outcome.PASSED, "passed 11 tests")
-        return _report(Outcome.CRASH, "killed by SIGSEGV") if "segfault" in source else _report(
-            Outcome.WRONG_OUTPUT, "wrong output")
+        return (
+            _report(Outcome.CRASH, "killed by SIGSEGV")
+            if "segfault" in source
+            else _report(Outcome.WRONG_OUTPUT, "wrong output")
+        )
 
 
 async def test_the_gpu_script_reruns_the_seed_on_the_same_gpu_after_each_fault():
@@ -173,14 +203,23 @@ async def test_the_gpu_script_reruns_the_seed_on_the_same_gpu_after_each_fault()
 
     log: list = []
     seed = msgspec.structs.replace(attack("control:seed"), source="seed", outcome=Outcome.PASSED)
-    rows = await gpu_attacks.run_all([_ScriptedBackend("gpu0", log), _ScriptedBackend("gpu1", log)],
-                                     [attack("segfault"), attack("constant_output"), attack("segfault")], [seed])
-    assert [r.name for r in rows] == ["segfault", "control:seed after segfault", "constant_output", "segfault",
-                                      "control:seed after segfault", "control:seed"]
+    rows = await gpu_attacks.run_all(
+        [_ScriptedBackend("gpu0", log), _ScriptedBackend("gpu1", log)],
+        [attack("segfault"), attack("constant_output"), attack("segfault")],
+        [seed],
+    )
+    assert [r.name for r in rows] == [
+        "segfault",
+        "control:seed after segfault",
+        "constant_output",
+        "segfault",
+        "control:seed after segfault",
+        "control:seed",
+    ]
     assert gpu_attacks.all_good(rows)
     for i, (gpu, source) in enumerate(log):  # each fault's seed ran next on that fault's GPU
         if source == "segfault":
-            assert next(s for g, s in log[i + 1:] if g == gpu) == "seed"
+            assert next(s for g, s in log[i + 1 :] if g == gpu) == "seed"
 
 
 def test_a_malformed_attack_header_is_named(tmp_path):
@@ -205,15 +244,22 @@ async def test_honest_kernels_pass_on_the_same_backend_after_every_attack(backen
 # modules, secrets) and every attack a static rule stops must be stopped the same way on any
 # problem folder: the sandbox and the rules do not depend on the task.
 FOLDERS = ROOT / "tests" / "problems"
-_ANY_TASK = sorted(n for n, a in ATTACKS.items()
-                   if ("= data" not in a.source and "data[" not in a.source)
-                   or (a.outcome is Outcome.REJECTED_BY_RULE and any(f.severity == "reject" for f in static_findings(a.source))))
+_ANY_TASK = sorted(
+    n
+    for n, a in ATTACKS.items()
+    if ("= data" not in a.source and "data[" not in a.source)
+    or (a.outcome is Outcome.REJECTED_BY_RULE and any(f.severity == "reject" for f in static_findings(a.source)))
+)
 
 
 @pytest.fixture(scope="module")
 def other_folders():
-    backends = {name: SimulatedBackend(load_task(FOLDERS / name), noise=0.0, timeout_s=5.0, output_limit=10_000,
-                                       own_kernel=True) for name in ("vecadd", "rowstats", "stencil")}
+    backends = {
+        name: SimulatedBackend(
+            load_task(FOLDERS / name), noise=0.0, timeout_s=5.0, output_limit=10_000, own_kernel=True
+        )
+        for name in ("vecadd", "rowstats", "stencil")
+    }
     for b in backends.values():
         b.__enter__()
     yield backends

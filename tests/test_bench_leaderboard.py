@@ -22,8 +22,19 @@ def test_unseen_shapes_cover_the_promised_range_reproducibly():
 
 
 def test_unseen_shapes_need_a_gemm_task(tmp_path):
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_leaderboard.py"), "--unseen", "3",
-                           "--task", str(ROOT / "tests" / "problems" / "stencil")],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "bench_leaderboard.py"),
+            "--unseen",
+            "3",
+            "--task",
+            str(ROOT / "tests" / "problems" / "stencil"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert "--unseen draws m, n, k shapes: it needs a GEMM task" in done.stderr

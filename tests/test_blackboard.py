@@ -6,8 +6,18 @@ import anyio
 import pytest
 
 from blackboard import (
-    SCHEMA_VERSION, Blackboard, BlackboardError, EvalReport, HypothesisState, Hypothesis, KernelState,
-    Outcome, Provenance, TransitionError, Verdict, open_existing,
+    SCHEMA_VERSION,
+    Blackboard,
+    BlackboardError,
+    EvalReport,
+    Hypothesis,
+    HypothesisState,
+    KernelState,
+    Outcome,
+    Provenance,
+    TransitionError,
+    Verdict,
+    open_existing,
 )
 
 PROV = Provenance(backend="test", simulated=True, device="none", timing_method="none")
@@ -59,14 +69,12 @@ def test_queue_orders_by_expected_value_and_leases(board_path):
     assert sub.kernel_id == high.id and sub.starts == [5]
     assert board.kernel(high.id).state == KernelState.EVALUATING
     assert board.kernel(low.id).state == KernelState.QUEUED
-    ev = board.record_evaluation(submission_id=sub.id, owner="ev/0", started_at=5, finished_at=9,
-                                 report=_report())
+    ev = board.record_evaluation(submission_id=sub.id, owner="ev/0", started_at=5, finished_at=9, report=_report())
     assert board.kernel(high.id).state == KernelState.EVALUATED
     assert board.evaluation_for(high.id) == ev
     # Recording the same evaluation again is refused: nothing is ever evaluated twice.
     with pytest.raises(TransitionError):
-        board.record_evaluation(submission_id=sub.id, owner="ev/0", started_at=5, finished_at=9,
-                                report=_report())
+        board.record_evaluation(submission_id=sub.id, owner="ev/0", started_at=5, finished_at=9, report=_report())
     assert len(board.evaluations()) == 1
 
 
@@ -74,8 +82,9 @@ def test_failed_outcome_marks_kernel_failed(board_path):
     board = Blackboard(board_path)
     k = _queued_kernel(board)
     sub = board.lease_submission("ev/0", now=1, lease_s=10)
-    board.record_evaluation(submission_id=sub.id, owner="ev/0", started_at=1, finished_at=2,
-                            report=_report(Outcome.CRASH, None))
+    board.record_evaluation(
+        submission_id=sub.id, owner="ev/0", started_at=1, finished_at=2, report=_report(Outcome.CRASH, None)
+    )
     assert board.kernel(k.id).state == KernelState.FAILED
 
 
@@ -102,10 +111,24 @@ def test_rejection_and_double_review(board_path):
 
 
 def _hyp(sel_id, base_id, state=HypothesisState.CHOSEN):
-    return Hypothesis(id=0, selection_id=sel_id, base_id=base_id, reference_id=None, avenue="a",
-                      technique="t", params={"x": 1}, plan="p", changes=[], min_uplift=0, max_uplift=0.1,
-                      innovation=0.5, state=state, verdict=Verdict.PENDING, author="theorist",
-                      created_at=0)
+    return Hypothesis(
+        id=0,
+        selection_id=sel_id,
+        base_id=base_id,
+        reference_id=None,
+        avenue="a",
+        technique="t",
+        params={"x": 1},
+        plan="p",
+        changes=[],
+        min_uplift=0,
+        max_uplift=0.1,
+        innovation=0.5,
+        state=state,
+        verdict=Verdict.PENDING,
+        author="theorist",
+        created_at=0,
+    )
 
 
 def test_hypothesis_batch_closes_selection_once(board_path):
@@ -121,8 +144,7 @@ def test_hypothesis_batch_closes_selection_once(board_path):
     assert claimed.id == 1 and board.claim_hypothesis("engineer-2", now=1, lease_s=10) is None
     stolen = board.claim_hypothesis("engineer-2", now=11, lease_s=10)  # the lease expired
     assert stolen.id == 1 and stolen.lease_owner == "engineer-2"
-    made = board.add_kernel(source="y", author="engineer-2", at=12, state=KernelState.DRAFT,
-                            hypothesis_id=1)
+    made = board.add_kernel(source="y", author="engineer-2", at=12, state=KernelState.DRAFT, hypothesis_id=1)
     assert board.hypothesis(1).state == HypothesisState.IMPLEMENTED and board.hypothesis(1).kernel_id == made.id
 
 
@@ -160,12 +182,21 @@ def test_version_2_build_failures_become_build_failed_not_refuted(board_path):
     verdicts of kernels whose evaluation was a compile error change."""
     board = Blackboard(board_path)
     verdicts = {}
-    for outcome, verdict in ((Outcome.COMPILE_ERROR, Verdict.REFUTED), (Outcome.PASSED, Verdict.REFUTED),
-                             (Outcome.WRONG_OUTPUT, Verdict.REFUTED), (Outcome.PASSED, Verdict.CONFIRMED)):
+    for outcome, verdict in (
+        (Outcome.COMPILE_ERROR, Verdict.REFUTED),
+        (Outcome.PASSED, Verdict.REFUTED),
+        (Outcome.WRONG_OUTPUT, Verdict.REFUTED),
+        (Outcome.PASSED, Verdict.CONFIRMED),
+    ):
         kernel = _queued_kernel(board, source=f"{outcome}{verdict}")
         sub = board.lease_submission("ev", now=2, lease_s=10)
-        board.record_evaluation(submission_id=sub.id, owner="ev", started_at=2, finished_at=3,
-                                report=_report(outcome, 10.0 if outcome == Outcome.PASSED else None))
+        board.record_evaluation(
+            submission_id=sub.id,
+            owner="ev",
+            started_at=2,
+            finished_at=3,
+            report=_report(outcome, 10.0 if outcome == Outcome.PASSED else None),
+        )
         sel = board.add_selection(base_id=kernel.id, reference_id=None, reason="", at=0)
         hyp = board.add_hypotheses(sel.id, [_hyp(sel.id, kernel.id)])[0]
         board.update_hypothesis(hyp.id, kernel_id=kernel.id, verdict=verdict)
@@ -229,4 +260,4 @@ def test_an_evaluation_is_synced_before_it_is_acknowledged(board_path):
     commit = next(i for i, s in enumerate(ran) if i > insert and s == "COMMIT")
     assert ran[full] == "PRAGMA synchronous=FULL" and "COMMIT" not in ran[full:insert]
     assert ran[commit + 1] == "PRAGMA synchronous=NORMAL"
-    assert "PRAGMA synchronous=FULL" not in ran[commit + 1:]  # the message is an ordinary commit
+    assert "PRAGMA synchronous=FULL" not in ran[commit + 1 :]  # the message is an ordinary commit

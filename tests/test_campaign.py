@@ -11,10 +11,9 @@ import time
 
 import msgspec
 import pytest
+from _support import ROOT, SCENARIOS, cli, fingerprint
 
 from blackboard import KernelState, open_existing, scenario_from_json
-
-from _support import ROOT, SCENARIOS, cli, fingerprint
 
 AGENTS = {"archivist", "theorist", "critic", "evaluator", "engineer-1", "engineer-2"}
 
@@ -35,8 +34,18 @@ def test_smoke_campaign_improves_and_reports(smoke):
     db, result = smoke
     assert "blackboard:" in result.stdout and "vs seed" in result.stdout
     status = json.loads(cli("status", "--db", str(db), "--json").stdout)
-    for key in ("task", "backend", "simulated", "submissions", "evaluations", "failed", "best",
-                "seed_score_us", "reference_score_us", "virtual_hours"):
+    for key in (
+        "task",
+        "backend",
+        "simulated",
+        "submissions",
+        "evaluations",
+        "failed",
+        "best",
+        "seed_score_us",
+        "reference_score_us",
+        "virtual_hours",
+    ):
         assert key in status
     assert status["simulated"] is True and status["backend"] == "simulated"
     assert status["best"]["score_us"] < status["seed_score_us"] < status["reference_score_us"]
@@ -86,16 +95,29 @@ def _task_with_seed(tmp_path, source):
     return task
 
 
-@pytest.mark.parametrize("name, body, reason", [
-    ("hang", "def custom_kernel(data):\n    while True:\n        pass\n", "timeout"),
-    ("crash", "def custom_kernel(data):\n    raise RuntimeError('kaboom')\n", "kaboom"),
-])
+@pytest.mark.parametrize(
+    "name, body, reason",
+    [
+        ("hang", "def custom_kernel(data):\n    while True:\n        pass\n", "timeout"),
+        ("crash", "def custom_kernel(data):\n    raise RuntimeError('kaboom')\n", "kaboom"),
+    ],
+)
 def test_bad_seed_is_contained(tmp_path, name, body, reason):
     task = _task_with_seed(tmp_path, body)
     db = tmp_path / f"{name}.sqlite"
-    result = cli("run", str(SCENARIOS / "smoke.toml"), "--db", str(db), "--quiet",
-                 "--set", f"campaign.task='{task}'", "--set", "campaign.hours=1",
-                 "--set", "evaluator.timeout_s=5")
+    result = cli(
+        "run",
+        str(SCENARIOS / "smoke.toml"),
+        "--db",
+        str(db),
+        "--quiet",
+        "--set",
+        f"campaign.task='{task}'",
+        "--set",
+        "campaign.hours=1",
+        "--set",
+        "evaluator.timeout_s=5",
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     with open_existing(db) as board:
         seed = board.kernel(1)
@@ -113,8 +135,18 @@ def _evaluation_lines(jsonl):
 def test_kill_9_and_resume_lose_and_repeat_nothing(tmp_path):
     db = tmp_path / "killed.sqlite"
     jsonl = db.with_suffix(".jsonl")
-    args = [sys.executable, "-m", "kernel_scientist", "run", str(SCENARIOS / "smoke.toml"),
-            "--db", str(db), "--quiet", "--set", "campaign.hours=4"]
+    args = [
+        sys.executable,
+        "-m",
+        "kernel_scientist",
+        "run",
+        str(SCENARIOS / "smoke.toml"),
+        "--db",
+        str(db),
+        "--quiet",
+        "--set",
+        "campaign.hours=4",
+    ]
     for wanted in (3, 8):
         proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 120
@@ -143,8 +175,17 @@ def test_kill_9_and_resume_lose_and_repeat_nothing(tmp_path):
 
 def test_resume_retunes_limits_for_one_run_but_never_the_campaigns_identity(tmp_path):
     db = tmp_path / "retuned.sqlite"
-    first = cli("run", str(SCENARIOS / "smoke.toml"), "--db", str(db), "--quiet", "--set", "campaign.hours=1",
-                "--set", "evaluator.in_flight=1")
+    first = cli(
+        "run",
+        str(SCENARIOS / "smoke.toml"),
+        "--db",
+        str(db),
+        "--quiet",
+        "--set",
+        "campaign.hours=1",
+        "--set",
+        "evaluator.in_flight=1",
+    )
     assert first.returncode == 0, first.stderr[-2000:]
     refused = cli("resume", "--db", str(db), "--set", "campaign.seed=2")
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1

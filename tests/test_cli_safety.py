@@ -17,24 +17,29 @@ import time
 from importlib.metadata import version
 
 import pytest
+from _support import ROOT, SCENARIOS, cli
+from _watch_campaign import smoke_campaign  # noqa: F401  (a session fixture)
 
 from blackboard import open_existing
 from kernel_scientist import cli as ks_cli
 
-from _support import ROOT, SCENARIOS, cli
-from _watch_campaign import smoke_campaign  # noqa: F401  (a session fixture)
-
 SMOKE = SCENARIOS / "smoke.toml"
 READERS = {  # every command that reads a blackboard, with what else it needs
-    "status": [], "logs": [], "watch": ["--once"], "export": ["--out", "{tmp}/out.py"],
-    "report": ["--out", "{tmp}/report"], "resume": ["--quiet"],
+    "status": [],
+    "logs": [],
+    "watch": ["--once"],
+    "export": ["--out", "{tmp}/out.py"],
+    "report": ["--out", "{tmp}/report"],
+    "resume": ["--quiet"],
 }
 
 
 def tree(folder):
     """Every file under ``folder`` with its bytes and modification time."""
-    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns) if p.is_file() else "folder"
-            for p in sorted(folder.rglob("*"))}
+    return {
+        str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns) if p.is_file() else "folder"
+        for p in sorted(folder.rglob("*"))
+    }
 
 
 def main(capsys, *argv):
@@ -63,11 +68,13 @@ def _not_blackboards(folder):
     (folder / "empty.db").write_bytes(b"")
     (folder / "binary.db").write_bytes(bytes(range(256)) * 8)
     (folder / "folder.db").mkdir()
-    return {"another program's SQLite database": (other, "not a kernel-scientist blackboard"),
-            "an empty file": (folder / "empty.db", "an empty file"),
-            "a binary file": (folder / "binary.db", "not an SQLite file"),
-            "a folder": (folder / "folder.db", "is a folder"),
-            "a missing file": (folder / "missing.db", "no such blackboard file")}
+    return {
+        "another program's SQLite database": (other, "not a kernel-scientist blackboard"),
+        "an empty file": (folder / "empty.db", "an empty file"),
+        "a binary file": (folder / "binary.db", "not an SQLite file"),
+        "a folder": (folder / "folder.db", "is a folder"),
+        "a missing file": (folder / "missing.db", "no such blackboard file"),
+    }
 
 
 @pytest.mark.parametrize("command", sorted(READERS))
@@ -123,15 +130,26 @@ def _gpu_here():
     return shutil.which("nvidia-smi") is not None or shutil.which("rocm-smi") is not None
 
 
-@pytest.mark.parametrize("why, overrides, env, says", [
-    ("no API key", ["agents.brain=anthropic"], {"ANTHROPIC_API_KEY": ""}, "needs an API key"),
-    ("local backend without a GPU", ["evaluator.backend=local"], {}, "found no GPU"),
-    ("replay of a missing recording", ["agents.brain=replay", "llm.replay_from=gone.sqlite"], {},
-     "no recorded blackboard"),
-    ("replay of a file that is not a blackboard", ["agents.brain=replay", "llm.replay_from={tmp}/notes.db"], {},
-     "llm.replay_from: "),
-    ("a bad value", ["evaluator.rate_per_hour=fast"], {}, "evaluator.rate_per_hour"),
-])
+@pytest.mark.parametrize(
+    "why, overrides, env, says",
+    [
+        ("no API key", ["agents.brain=anthropic"], {"ANTHROPIC_API_KEY": ""}, "needs an API key"),
+        ("local backend without a GPU", ["evaluator.backend=local"], {}, "found no GPU"),
+        (
+            "replay of a missing recording",
+            ["agents.brain=replay", "llm.replay_from=gone.sqlite"],
+            {},
+            "no recorded blackboard",
+        ),
+        (
+            "replay of a file that is not a blackboard",
+            ["agents.brain=replay", "llm.replay_from={tmp}/notes.db"],
+            {},
+            "llm.replay_from: ",
+        ),
+        ("a bad value", ["evaluator.rate_per_hour=fast"], {}, "evaluator.rate_per_hour"),
+    ],
+)
 def test_a_failed_start_leaves_nothing_behind(tmp_path, why, overrides, env, says):
     if why.startswith("local") and _gpu_here():
         pytest.skip("this machine has a GPU: the local backend would start")
@@ -165,9 +183,25 @@ def _evaluations(jsonl):
 def test_ctrl_c_is_one_line_exit_130_and_the_campaign_resumes(tmp_path):
     db = tmp_path / "stopped.sqlite"
     # Its own session, and SIGINT to the whole group: what a terminal does on Ctrl-C.
-    proc = subprocess.Popen([sys.executable, "-m", "kernel_scientist", "run", str(SMOKE), "--db", str(db),
-                             "--quiet", "--set", "campaign.hours=2"], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kernel_scientist",
+            "run",
+            str(SMOKE),
+            "--db",
+            str(db),
+            "--quiet",
+            "--set",
+            "campaign.hours=2",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.time() + 180
         while _evaluations(db.with_suffix(".jsonl")) < 3 and time.time() < deadline and proc.poll() is None:
@@ -179,8 +213,11 @@ def test_ctrl_c_is_one_line_exit_130_and_the_campaign_resumes(tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, err[-3000:]
-    assert re.fullmatch(r"kernel-scientist: interrupted at \d\d:\d\d:\d\d campaign time; continue with "
-                        rf"`kernel-scientist resume --db {re.escape(str(db))}`\n", err), err[-3000:]
+    assert re.fullmatch(
+        r"kernel-scientist: interrupted at \d\d:\d\d:\d\d campaign time; continue with "
+        rf"`kernel-scientist resume --db {re.escape(str(db))}`\n",
+        err,
+    ), err[-3000:]
     with open_existing(db) as board:
         stopped_at = board.clock()
         assert not any(m.text.startswith("campaign over") for m in board.messages())
@@ -205,8 +242,11 @@ ACCEPTED = {("logs", "--grep")}  # any text is a valid search; it just matches n
 def _bad_values(command, action, files):
     option = action.option_strings[0] if action.option_strings else action.dest
     if (command, option) in OUTPUTS:  # report and sweep create their folder; the others write a file
-        return {"run": [files["foreign"], files["folder"]], "report": [files["binary"]],
-                "sweep": [files["binary"]]}.get(command, [files["folder"], files["missing_parent"]])
+        return {
+            "run": [files["foreign"], files["folder"]],
+            "report": [files["binary"]],
+            "sweep": [files["binary"]],
+        }.get(command, [files["folder"], files["missing_parent"]])
     if action.choices:
         return ["bogus"]
     kind = getattr(action.type, "__name__", "")  # cli.positive_int is "int at least 1", and so on
@@ -253,9 +293,14 @@ def test_every_command_with_bad_arguments_is_one_line_and_exit_2(smoke_campaign,
     odd = tmp_path / "odd"
     odd.mkdir()
     foreign = _not_blackboards(odd)
-    files = {"missing": odd / "missing.db", "binary": foreign["a binary file"][0],
-             "folder": foreign["a folder"][0], "foreign": foreign["another program's SQLite database"][0],
-             "empty": foreign["an empty file"][0], "missing_parent": odd / "no" / "such" / "folder" / "f"}
+    files = {
+        "missing": odd / "missing.db",
+        "binary": foreign["a binary file"][0],
+        "folder": foreign["a folder"][0],
+        "foreign": foreign["another program's SQLite database"][0],
+        "empty": foreign["an empty file"][0],
+        "missing_parent": odd / "no" / "such" / "folder" / "f",
+    }
     before = tree(tmp_path)
     walked = 0
     for command, option, argv in _walk(board, files, tmp_path):

@@ -7,11 +7,21 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from evaluator_kernels import (
+    BETTER,
+    FLOODS,
+    HIDDEN_MATMUL,
+    LOOPS,
+    RAISES,
+    RETURNS_ZEROS,
+    SEEDLIKE,
+    SKIPS_SCALE,
+    SYNTAX_ERROR,
+    WRITES_INPUT,
+)
 
 from blackboard.records import Outcome
 from evaluator import SimulatedBackend, load_task
-from evaluator_kernels import (BETTER, FLOODS, HIDDEN_MATMUL, LOOPS, RAISES, RETURNS_ZEROS, SEEDLIKE,
-                               SKIPS_SCALE, SYNTAX_ERROR, WRITES_INPUT)
 
 TASK = load_task(Path(__file__).resolve().parents[1] / "evaluator" / "tasks" / "amd_fp8_mm")
 TIMEOUT_S = 4.0
@@ -19,7 +29,9 @@ TIMEOUT_S = 4.0
 
 @pytest.fixture(scope="module")
 def backend():
-    with SimulatedBackend(TASK, device="mi300x", noise=0.02, timeout_s=TIMEOUT_S, output_limit=10_000, own_kernel=True) as b:
+    with SimulatedBackend(
+        TASK, device="mi300x", noise=0.02, timeout_s=TIMEOUT_S, output_limit=10_000, own_kernel=True
+    ) as b:
         yield b
 
 
@@ -91,7 +103,11 @@ async def test_faults_map_to_outcomes_and_the_next_candidate_runs_cleanly(backen
     assert flood.outcome is Outcome.PASSED  # four megabytes of prints were drained and dropped
 
     rejected = await backend.evaluate("import ctypes\nctypes.string_at(0)\n", submission_id=1, secret_seed=1)
-    assert rejected.outcome is Outcome.REJECTED_BY_RULE and "native_code" in rejected.reason and "line 1" in rejected.reason
+    assert (
+        rejected.outcome is Outcome.REJECTED_BY_RULE
+        and "native_code" in rejected.reason
+        and "line 1" in rejected.reason
+    )
 
     clean = await backend.evaluate(SEEDLIKE, submission_id=1, secret_seed=1)
     assert clean.outcome is Outcome.PASSED, clean.reason
@@ -119,8 +135,12 @@ async def test_precision_flags_follow_the_branch_a_launch_takes():
 
     scores = {}
     with SimulatedBackend(TASK, device="h200", noise=0.0, timeout_s=60.0) as hopper:
-        for name, source in [("precise", SEEDLIKE), ("fp16", FP16_UPCAST), ("branch 0", branchy_source(0)),
-                             ("branch 1", branchy_source(1))]:
+        for name, source in [
+            ("precise", SEEDLIKE),
+            ("fp16", FP16_UPCAST),
+            ("branch 0", branchy_source(0)),
+            ("branch 1", branchy_source(1)),
+        ]:
             report = await hopper.evaluate(source, submission_id=1, secret_seed=1)
             assert report.outcome is Outcome.PASSED, (name, report.reason)
             scores[name] = report.score_us

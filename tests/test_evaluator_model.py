@@ -11,28 +11,65 @@ from evaluator import DEVICES, Launch, TensorArg, TorchOp, speed_of_light_us
 from evaluator._model import ModelInfeasible, capture_time_us, launch_time_us
 from evaluator._wire import Capture
 
-BENCH = [Shape(1024, 1536, 7168), Shape(1024, 576, 7168), Shape(1024, 7168, 256), Shape(6144, 4608, 7168),
-         Shape(6144, 7168, 256), Shape(6144, 512, 7168), Shape(6144, 4096, 512)]
+BENCH = [
+    Shape(1024, 1536, 7168),
+    Shape(1024, 576, 7168),
+    Shape(1024, 7168, 256),
+    Shape(6144, 4608, 7168),
+    Shape(6144, 7168, 256),
+    Shape(6144, 512, 7168),
+    Shape(6144, 4096, 512),
+]
 
 
-def gemm(shape: Shape, bm=64, bn=64, bk=128, warps=4, stages=2, kcontig=False, precise=True, grid=None,
-         scaled=True, upcast="", **consts) -> Launch:
+def gemm(
+    shape: Shape,
+    bm=64,
+    bn=64,
+    bk=128,
+    warps=4,
+    stages=2,
+    kcontig=False,
+    precise=True,
+    grid=None,
+    scaled=True,
+    upcast="",
+    **consts,
+) -> Launch:
     """The task's form by default: fp8 operands (column-major unless ``kcontig``), the two scale
     tensors, ``acc += tl.dot(a, b) * sa * sb``; ``upcast`` "float16"/"bfloat16" converts before the dot."""
     m, n, k = shape.m, shape.n, shape.k
     a_stride = [k, 1] if kcontig else [1, m]
     b_stride = [k, 1] if kcontig else [1, n]
     tiles = -(-m // bm) * -(-n // bn) * consts.get("SPLIT_K", 1)
-    scales = [TensorArg("a_scale", [m, -(-k // 128)], [1, m], "float32", 4),
-              TensorArg("b_scale", [-(-n // 128), -(-k // 128)], [1, -(-n // 128)], "float32", 4)] if scaled else []
+    scales = (
+        [
+            TensorArg("a_scale", [m, -(-k // 128)], [1, m], "float32", 4),
+            TensorArg("b_scale", [-(-n // 128), -(-k // 128)], [1, -(-n // 128)], "float32", 4),
+        ]
+        if scaled
+        else []
+    )
     return Launch(
-        kernel="gemm", grid=[grid or tiles, 1, 1], num_warps=warps, num_stages=stages,
-        constexprs={"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, **consts}, extra={},
-        tensors=[TensorArg("a", [m, k], a_stride, "float8_e4m3fnuz", 1),
-                 TensorArg("b", [n, k], b_stride, "float8_e4m3fnuz", 1), *scales,
-                 TensorArg("c", [m, n], [n, 1], "bfloat16", 2)],
-        has_dot=True, precise_acc=precise and not upcast, upcast_bf16=bool(upcast), upcast_fp32=False,
-        atomic="SPLIT_K" in consts, upcast_to=upcast)
+        kernel="gemm",
+        grid=[grid or tiles, 1, 1],
+        num_warps=warps,
+        num_stages=stages,
+        constexprs={"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, **consts},
+        extra={},
+        tensors=[
+            TensorArg("a", [m, k], a_stride, "float8_e4m3fnuz", 1),
+            TensorArg("b", [n, k], b_stride, "float8_e4m3fnuz", 1),
+            *scales,
+            TensorArg("c", [m, n], [n, 1], "bfloat16", 2),
+        ],
+        has_dot=True,
+        precise_acc=precise and not upcast,
+        upcast_bf16=bool(upcast),
+        upcast_fp32=False,
+        atomic="SPLIT_K" in consts,
+        upcast_to=upcast,
+    )
 
 
 def t(launch: Launch, shape: Shape, device="mi300x") -> float:
@@ -40,8 +77,14 @@ def t(launch: Launch, shape: Shape, device="mi300x") -> float:
 
 
 def test_speed_of_light_matches_the_tasks_table():
-    table = {(1024, 1536, 7168): 8.63, (1024, 4608, 7168): 25.89, (6144, 1536, 7168): 51.78,
-             (6144, 4608, 7168): 155.30, (1024, 7168, 256): 3.17, (6144, 7168, 256): 17.27}
+    table = {
+        (1024, 1536, 7168): 8.63,
+        (1024, 4608, 7168): 25.89,
+        (6144, 1536, 7168): 51.78,
+        (6144, 4608, 7168): 155.30,
+        (1024, 7168, 256): 3.17,
+        (6144, 7168, 256): 17.27,
+    }
     for (m, n, k), us in table.items():
         assert speed_of_light_us(Shape(m, n, k), "mi300x") == pytest.approx(us, rel=2e-3)  # the table rounds its peak
 
@@ -60,8 +103,9 @@ def test_k_contiguous_fp8_is_faster_on_mi300x_and_16_bit_takes_either_layout_on_
 def test_grouping_and_xcd_remap_cut_traffic_below_l2():
     s = Shape(6144, 4608, 7168)
     plain = launch_time_us(gemm(s, bm=128, bn=128, warps=8, kcontig=True), s, DEVICES["mi300x"]).detail
-    grouped = launch_time_us(gemm(s, bm=128, bn=128, warps=8, kcontig=True, GROUP_M=8, NUM_XCDS=8), s,
-                             DEVICES["mi300x"]).detail
+    grouped = launch_time_us(
+        gemm(s, bm=128, bn=128, warps=8, kcontig=True, GROUP_M=8, NUM_XCDS=8), s, DEVICES["mi300x"]
+    ).detail
     miss = lambda d: float(d.split("miss ")[1].split()[0])  # noqa: E731
     assert miss(grouped) < miss(plain)
 
@@ -118,8 +162,14 @@ def test_no_configuration_beats_the_speed_of_light():
     for device, s in itertools.product(("mi300x", "h200"), BENCH):
         sol = speed_of_light_us(s, device)
         for bm, bn, bk, warps, stages, kc, extra in itertools.product(
-                (16, 128, 256), (16, 128, 256), (32, 256), (1, 8), (1, 4), (False, True),
-                ({}, {"GROUP_M": 8, "NUM_XCDS": 8}, {"SPLIT_K": 4}, {"NUM_SMS": 304})):
+            (16, 128, 256),
+            (16, 128, 256),
+            (32, 256),
+            (1, 8),
+            (1, 4),
+            (False, True),
+            ({}, {"GROUP_M": 8, "NUM_XCDS": 8}, {"SPLIT_K": 4}, {"NUM_SMS": 304}),
+        ):
             launch = gemm(s, bm, bn, bk, warps, stages, kc, grid=304 if "NUM_SMS" in extra else None, **extra)
             try:
                 total, _ = capture_time_us(Capture(shape=s, launches=[launch]), DEVICES[device])

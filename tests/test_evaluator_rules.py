@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from evaluator_kernels import BETTER, SEEDLIKE
 
 from evaluator import static_findings
-from evaluator_kernels import BETTER, SEEDLIKE
 
 SEED = (Path(__file__).resolve().parents[1] / "evaluator" / "tasks" / "amd_fp8_mm" / "submission.py").read_text()
 

@@ -19,8 +19,15 @@ TASK = load_task(Path(__file__).resolve().parents[1] / "evaluator" / "tasks" / "
 
 
 def request(source: str) -> ChildRequest:
-    return ChildRequest(mode="prescreen", source=source, task_dir=TASK.path, modules=TASK.modules,
-                        check=[Shape(64, 64, 128, 1)], bench=[], device="mi300x")
+    return ChildRequest(
+        mode="prescreen",
+        source=source,
+        task_dir=TASK.path,
+        modules=TASK.modules,
+        check=[Shape(64, 64, 128, 1)],
+        bench=[],
+        device="mi300x",
+    )
 
 
 def alive_in_group(pgid: int) -> list[int]:
@@ -80,8 +87,10 @@ def test_a_flood_of_output_is_truncated(server):
 
 
 def test_the_environment_is_scrubbed_and_the_directory_is_fresh(server):
-    source = ("import os\nprint(sorted(os.environ))\nprint('CWD', os.getcwd(), sorted(os.listdir('.')))\n"
-              "print('INTERP', os.environ.get('TRITON_INTERPRET'), os.environ['TRITON_CACHE_DIR'].startswith(os.getcwd()))\n")
+    source = (
+        "import os\nprint(sorted(os.environ))\nprint('CWD', os.getcwd(), sorted(os.listdir('.')))\n"
+        "print('INTERP', os.environ.get('TRITON_INTERPRET'), os.environ['TRITON_CACHE_DIR'].startswith(os.getcwd()))\n"
+    )
     out = server.run(request(source), 20.0, 100_000).finished.output
     assert "KS_DB" not in out and "SOME_API_KEY" not in out and "INTERP 1 True" in out
     assert "'submission.py'" in out and "'task.py'" in out and "reference.py" not in out
@@ -94,7 +103,9 @@ def test_a_candidate_cannot_import_the_reference(server):
 
 
 def test_a_killed_server_is_replaced(server):
-    job = server.run(request("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nwhile True: pass\n"), 10.0, 1000)
+    job = server.run(
+        request("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nwhile True: pass\n"), 10.0, 1000
+    )
     assert job.finished is None and "server died" in job.note
     again = server.run(request("print('fine')\n"), 60.0, 1000)
     assert again.finished is not None and again.finished.exit_code == 0 and "fine" in again.finished.output
@@ -121,8 +132,10 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-@pytest.mark.skipif(not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists(),
-                    reason="needs /proc/PID/task/PID/children (Linux with CONFIG_PROC_CHILDREN)")
+@pytest.mark.skipif(
+    not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists(),
+    reason="needs /proc/PID/task/PID/children (Linux with CONFIG_PROC_CHILDREN)",
+)
 def test_nothing_outlives_a_killed_evaluator(tmp_path):
     """kill -9 of the process that owns the backend takes its fork server and the hanging candidate
     with it (PR_SET_PDEATHSIG), instead of leaving them spinning for ever."""
@@ -130,8 +143,9 @@ def test_nothing_outlives_a_killed_evaluator(tmp_path):
     import sys
 
     root = Path(__file__).resolve().parents[1]
-    owner = subprocess.Popen([sys.executable, "-c", _ORPHAN_SCRIPT, str(root)], stdout=subprocess.PIPE,
-                             cwd=tmp_path, text=True)
+    owner = subprocess.Popen(
+        [sys.executable, "-c", _ORPHAN_SCRIPT, str(root)], stdout=subprocess.PIPE, cwd=tmp_path, text=True
+    )
     server = int(owner.stdout.readline())
     deadline = time.monotonic() + 60
     while not _children(server) and time.monotonic() < deadline:  # the candidate is running
@@ -143,7 +157,10 @@ def test_nothing_outlives_a_killed_evaluator(tmp_path):
     deadline = time.monotonic() + 10
     alive = [server, *candidates]
     while alive and time.monotonic() < deadline:
-        alive = [p for p in alive if Path(f"/proc/{p}").exists()
-                 and "Z" not in Path(f"/proc/{p}/stat").read_text().split(")")[-1][:3]]
+        alive = [
+            p
+            for p in alive
+            if Path(f"/proc/{p}").exists() and "Z" not in Path(f"/proc/{p}/stat").read_text().split(")")[-1][:3]
+        ]
         time.sleep(0.05)
     assert not alive, f"still running after their owner was killed: {alive}"

@@ -49,10 +49,14 @@ def test_a_broken_yml_names_the_file_and_the_problem(tmp_path):
 def test_the_public_surface_is_declared():
     import evaluator
 
-    expected = set(("ClusterError ClusterLost DEVICES Backend BackendUnavailable DeviceSpec Launch LocalBackend "
-                    "MODEL_VERSION RayBackend RuleFinding SandboxError SimulatedBackend Task TaskError TaskMeta "
-                    "TensorArg TorchOp geomean join_cluster load_task make_backend spec_for speed_of_light_us "
-                    "static_findings").split())
+    expected = set(
+        (
+            "ClusterError ClusterLost DEVICES Backend BackendUnavailable DeviceSpec Launch LocalBackend "
+            "MODEL_VERSION RayBackend RuleFinding SandboxError SimulatedBackend Task TaskError TaskMeta "
+            "TensorArg TorchOp geomean join_cluster load_task make_backend spec_for speed_of_light_us "
+            "static_findings"
+        ).split()
+    )
     assert set(evaluator.__all__) == expected
     assert all(hasattr(evaluator, name) for name in expected)
     assert {"mi300x", "h200", "h100"} <= set(evaluator.DEVICES)

@@ -4,12 +4,11 @@ critic's verdicts on kernels that did not compile."""
 import ast
 
 import pytest
+from _support import cli
+from _watch_campaign import smoke_campaign  # noqa: F401  (a session fixture)
 
 from blackboard import Outcome, Verdict, open_existing
 from kernel_scientist.export import leaderboard_gpu
-
-from _support import cli
-from _watch_campaign import smoke_campaign  # noqa: F401  (a session fixture)
 
 
 def test_the_exported_best_kernel_is_a_submittable_file_that_names_its_origin(smoke_campaign, tmp_path):
@@ -17,8 +16,7 @@ def test_the_exported_best_kernel_is_a_submittable_file_that_names_its_origin(sm
     proc = cli("export", "--db", str(smoke_campaign.db), "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     with open_existing(smoke_campaign.db) as board:
-        best = min((e for e in board.evaluations() if e.report.outcome == "passed"),
-                   key=lambda e: e.report.score_us)
+        best = min((e for e in board.evaluations() if e.report.outcome == "passed"), key=lambda e: e.report.score_us)
         kernel = board.kernel(best.kernel_id)
         chain = [kernel]
         while chain[-1].parent_id is not None:
@@ -53,13 +51,16 @@ def test_the_exported_seed_keeps_its_own_docstring(smoke_campaign, tmp_path):
     assert "# Lineage: kernel 1." in out.read_text()
 
 
-@pytest.mark.parametrize("device, gpu, noted", [
-    ("AMD Instinct MI300X (simulated)", "MI300", False),
-    ("AMD Instinct MI300X", "MI300", False),
-    ("NVIDIA H100 80GB HBM3", "H100", False),
-    ("NVIDIA H100 (simulated)", "H100", False),
-    ("NVIDIA H200", "H200", True),
-])
+@pytest.mark.parametrize(
+    "device, gpu, noted",
+    [
+        ("AMD Instinct MI300X (simulated)", "MI300", False),
+        ("AMD Instinct MI300X", "MI300", False),
+        ("NVIDIA H100 80GB HBM3", "H100", False),
+        ("NVIDIA H100 (simulated)", "H100", False),
+        ("NVIDIA H200", "H200", True),
+    ],
+)
 def test_the_gpu_line_comes_from_the_device_that_produced_the_score(device, gpu, noted):
     name, note = leaderboard_gpu(device)
     assert name == gpu and bool(note) == noted
@@ -68,10 +69,11 @@ def test_the_gpu_line_comes_from_the_device_that_produced_the_score(device, gpu,
 async def test_a_kernel_that_did_not_compile_is_a_build_failure_not_a_refutation(tmp_path):
     """The critic's verdict on a kernel that did not compile is build_failed (no evidence about the
     idea); a kernel that compiled and computed a wrong answer is refuted."""
+    from test_blackboard import _hyp, _queued_kernel, _report
+
     from agents._base import CampaignClock, Context
     from agents.critic import Critic
     from blackboard import Blackboard, HypothesisState, Scenario
-    from test_blackboard import _hyp, _queued_kernel, _report
 
     board = Blackboard(tmp_path / "b.sqlite")
     outcomes = (Outcome.PASSED, Outcome.COMPILE_ERROR, Outcome.WRONG_OUTPUT, Outcome.PASSED)
@@ -79,15 +81,23 @@ async def test_a_kernel_that_did_not_compile_is_a_build_failure_not_a_refutation
     for i, outcome in enumerate(outcomes):
         kernel = _queued_kernel(board, source=f"kernel {i}")
         sub = board.lease_submission("ev", now=2, lease_s=10)
-        board.record_evaluation(submission_id=sub.id, owner="ev", started_at=2, finished_at=3,
-                                report=_report(outcome, 10.0 if outcome == Outcome.PASSED else None))
+        board.record_evaluation(
+            submission_id=sub.id,
+            owner="ev",
+            started_at=2,
+            finished_at=3,
+            report=_report(outcome, 10.0 if outcome == Outcome.PASSED else None),
+        )
         kernels.append(kernel)
     sel = board.add_selection(base_id=kernels[0].id, reference_id=None, reason="", at=0)
     hyps = board.add_hypotheses(sel.id, [_hyp(sel.id, kernels[0].id) for _ in kernels[1:]])
     for hyp, kernel in zip(hyps, kernels[1:]):
         board.update_hypothesis(hyp.id, kernel_id=kernel.id, state=HypothesisState.IMPLEMENTED)
-    critic = Critic(Context(board=board, scenario=Scenario(), clock=CampaignClock(), seed=1, backend=None,
-                            task=None, brain=None), "critic", 0)
+    critic = Critic(
+        Context(board=board, scenario=Scenario(), clock=CampaignClock(), seed=1, backend=None, task=None, brain=None),
+        "critic",
+        0,
+    )
     for hyp in critic._unjudged():
         critic.judge(hyp)
     verdicts = [h.verdict for h in board.hypotheses()]

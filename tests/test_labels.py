@@ -5,14 +5,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from _support import ROOT, SCENARIOS, cli
+
 from agents._base import CampaignClock, Context
 from agents.archivist import Archivist
 from agents.evaluator_agent import evaluation_text
-from blackboard import (Blackboard, Campaign, EvalReport, KernelState, Outcome, Provenance, Scenario, ShapeResult,
-                        load_scenario, scenario_json)
+from blackboard import (
+    Blackboard,
+    Campaign,
+    EvalReport,
+    KernelState,
+    Outcome,
+    Provenance,
+    Scenario,
+    ShapeResult,
+    load_scenario,
+    scenario_json,
+)
 from evaluator import load_task
-
-from _support import ROOT, SCENARIOS, cli
 
 TASK = load_task(ROOT / "evaluator" / "tasks" / "amd_fp8_mm")
 
@@ -21,26 +31,53 @@ def _measured_campaign(db: Path) -> None:
     """A campaign of the local backend with one measured evaluation of the task's seed, its messages
     written by the evaluator agent's and the archivist's own code."""
     scenario = load_scenario(SCENARIOS / "amd_fp8_mm_h200.toml")
-    prov = Provenance(backend="local", simulated=False, device="NVIDIA H200",
-                      timing_method="device events per call; L2 flushed and fresh inputs before every call",
-                      versions={"torch": "2.11.0+cu130", "triton": "3.6.0"}, seeds=[1, 1])
+    prov = Provenance(
+        backend="local",
+        simulated=False,
+        device="NVIDIA H200",
+        timing_method="device events per call; L2 flushed and fresh inputs before every call",
+        versions={"torch": "2.11.0+cu130", "triton": "3.6.0"},
+        seeds=[1, 1],
+    )
     shapes = [ShapeResult(shape=s, passed=True, time_us=100.0 + i, sol_us=10.0) for i, s in enumerate(TASK.benchmarks)]
     report = EvalReport(outcome=Outcome.PASSED, reason="passed", provenance=prov, score_us=108.0, shapes=shapes)
-    reference = EvalReport(outcome=Outcome.PASSED, reason="the task's reference", provenance=prov, score_us=1133.5,
-                           shapes=[ShapeResult(shape=s, passed=True, time_us=1000.0) for s in TASK.benchmarks])
+    reference = EvalReport(
+        outcome=Outcome.PASSED,
+        reason="the task's reference",
+        provenance=prov,
+        score_us=1133.5,
+        shapes=[ShapeResult(shape=s, passed=True, time_us=1000.0) for s in TASK.benchmarks],
+    )
     with Blackboard(db) as board:
-        board.create_campaign(Campaign(name="measured", seed=1, task=TASK.name, backend="local", simulated=False,
-                                       config_json=scenario_json(scenario), created_wall=0.0, virtual_time=False,
-                                       reference=reference))
+        board.create_campaign(
+            Campaign(
+                name="measured",
+                seed=1,
+                task=TASK.name,
+                backend="local",
+                simulated=False,
+                config_json=scenario_json(scenario),
+                created_wall=0.0,
+                virtual_time=False,
+                reference=reference,
+            )
+        )
         kernel = board.add_kernel(source=TASK.seed_source, author="seed", at=0.0, state=KernelState.DRAFT)
         board.review(kernel_id=kernel.id, reviewer="critic", approved=True, reasons=[], at=1.0, expected_value=1.0)
         sub = board.lease_submission("evaluator/0", now=2.0, lease_s=100.0)
-        board.record_evaluation(submission_id=sub.id, owner="evaluator/0", started_at=2.0, finished_at=60.0,
-                                report=report)
-        board.say(agent="evaluator", kind="evaluation", at=60.0, kernel_id=kernel.id,
-                  text=evaluation_text(kernel.id, report))
-        archivist = Archivist(Context(board=board, scenario=Scenario(), clock=CampaignClock(), seed=1, backend=None,
-                                      task=None, brain=None), "archivist", 0)
+        board.record_evaluation(
+            submission_id=sub.id, owner="evaluator/0", started_at=2.0, finished_at=60.0, report=report
+        )
+        board.say(
+            agent="evaluator", kind="evaluation", at=60.0, kernel_id=kernel.id, text=evaluation_text(kernel.id, report)
+        )
+        archivist = Archivist(
+            Context(
+                board=board, scenario=Scenario(), clock=CampaignClock(), seed=1, backend=None, task=None, brain=None
+            ),
+            "archivist",
+            0,
+        )
         archivist.digest(board.evaluations()[0])
 
 

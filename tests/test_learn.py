@@ -4,10 +4,9 @@ provenance; a bad one is refused in one line before any file is created."""
 from __future__ import annotations
 
 import pytest
+from _support import SCENARIOS, cli
 
 from blackboard import LEARNED, open_existing
-
-from _support import SCENARIOS, cli
 
 
 @pytest.fixture(scope="module")
@@ -20,8 +19,7 @@ def earlier(tmp_path_factory):
 
 def _first_predictions(db):
     with open_existing(db) as board:
-        return {(h.technique, h.label): (h.min_uplift, h.max_uplift) for h in board.hypotheses()
-                if h.selection_id == 1}
+        return {(h.technique, h.label): (h.min_uplift, h.max_uplift) for h in board.hypotheses() if h.selection_id == 1}
 
 
 def test_lessons_become_findings_and_move_the_priors(earlier, tmp_path):
@@ -30,15 +28,18 @@ def test_lessons_become_findings_and_move_the_priors(earlier, tmp_path):
     assert measured
     plain, learned = tmp_path / "plain.sqlite", tmp_path / "learned.sqlite"
     for db, extra in ((plain, []), (learned, ["--learn-from", str(earlier)])):
-        done = cli("run", str(SCENARIOS / "smoke.toml"), "--db", str(db), "--quiet", "--set", "campaign.hours=0.2",
-                   *extra)
+        done = cli(
+            "run", str(SCENARIOS / "smoke.toml"), "--db", str(db), "--quiet", "--set", "campaign.hours=0.2", *extra
+        )
         assert done.returncode == 0, done.stderr[-2000:]
     with open_existing(learned) as board:
         lessons = [f for f in board.findings() if f.scope == LEARNED]
         said = [m.text for m in board.messages() if m.text.startswith("learned ")]
     assert len(lessons) == len(measured) and not lessons[0].evidence
     assert "earlier.sqlite (campaign 'smoke' seed 7, amd-fp8-mm, simulated on" in lessons[0].text
-    assert said == [f"learned {len(measured)} measured trials from " + lessons[0].text.split("learned from ")[1].split(": ")[0]]
+    assert said == [
+        f"learned {len(measured)} measured trials from " + lessons[0].text.split("learned from ")[1].split(": ")[0]
+    ]
     # The same first design, pulled towards what the earlier campaign measured.
     before, after = _first_predictions(plain), _first_predictions(learned)
     observed = {h.technique for h in measured}

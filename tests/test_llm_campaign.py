@@ -7,31 +7,44 @@ finish, record every exchange, duplicate no step, keep its budget and never writ
 from collections import Counter
 
 import pytest
-
-from blackboard import KernelState, open_existing
-
 from _support import SCENARIOS, cli, fingerprint
 from llm_server import INJECTION, ScriptedServer
 
+from blackboard import KernelState, open_existing
+
 SECRET = "sk-ant-test-SECRET-4711"
-FAULTS = [("review", "429"), ("select", "529"), ("design", "missing_fields"), ("implement", "drop"),
-          ("review", "500"), ("select", "not_json"), ("design", "malformed"), ("implement", "inject"),
-          ("review", "refusal"), ("design", "truncated")]
+FAULTS = [
+    ("review", "429"),
+    ("select", "529"),
+    ("design", "missing_fields"),
+    ("implement", "drop"),
+    ("review", "500"),
+    ("select", "not_json"),
+    ("design", "malformed"),
+    ("implement", "inject"),
+    ("review", "refusal"),
+    ("design", "truncated"),
+]
 
 
 def _scenario(brain, url, *extra):
     """The smoke scenario's overrides for an LLM brain (a campaign runs in its own process, as a
     user runs it: the simulated evaluator leaves Triton's interpreter state behind in-process)."""
     base = url if brain == "anthropic" else url + "/v1"
-    return [f"agents.brain={brain}", f"llm.base_url={base}", "campaign.hours=1", "llm.backoff_s=0.05",
-            "llm.timeout_s=5", *extra]
+    return [
+        f"agents.brain={brain}",
+        f"llm.base_url={base}",
+        "campaign.hours=1",
+        "llm.backoff_s=0.05",
+        "llm.timeout_s=5",
+        *extra,
+    ]
 
 
 def _run(tmp_path, name, overrides, env_key=SECRET):
     db = tmp_path / f"{name}.sqlite"
     args = [a for o in overrides for a in ("--set", o)]
-    result = cli("run", str(SCENARIOS / "smoke.toml"), "--db", str(db), *args,
-                 env={"ANTHROPIC_API_KEY": env_key})
+    result = cli("run", str(SCENARIOS / "smoke.toml"), "--db", str(db), *args, env={"ANTHROPIC_API_KEY": env_key})
     assert result.returncode == 0, result.stderr[-3000:]
     assert env_key == "" or env_key not in result.stdout + result.stderr
     return db
@@ -109,22 +122,25 @@ def test_openai_compatible_campaign_survives_faults(tmp_path):
 def test_replay_reproduces_the_recorded_campaign_without_network(recorded, tmp_path):
     db, _ = recorded
     # No key, and a base URL where nothing listens: a replay that touched the network would fail.
-    again = _run(tmp_path, "replay", _scenario("replay", "http://127.0.0.1:9", f"llm.replay_from={db}"),
-                 env_key="")
+    again = _run(tmp_path, "replay", _scenario("replay", "http://127.0.0.1:9", f"llm.replay_from={db}"), env_key="")
     assert fingerprint(again) == fingerprint(db)
     with open_existing(again) as board:
         replayed = board.llm_calls()
     with open_existing(db) as board:
         original = board.llm_calls()
     assert all(c.replayed for c in replayed)
-    assert [(c.agent, c.seq, c.prompt_hash, c.answer, c.cost_usd) for c in replayed] == \
-           [(c.agent, c.seq, c.prompt_hash, c.answer, c.cost_usd) for c in original]
+    assert [(c.agent, c.seq, c.prompt_hash, c.answer, c.cost_usd) for c in replayed] == [
+        (c.agent, c.seq, c.prompt_hash, c.answer, c.cost_usd) for c in original
+    ]
 
 
 def test_budget_stops_llm_work_and_is_never_exceeded(tmp_path):
     with ScriptedServer() as server:
-        db = _run(tmp_path, "capped", _scenario("anthropic", server.url, "llm.budget_usd=0.25",
-                                                 "campaign.hours=0.6", "agents.engineers=3"))
+        db = _run(
+            tmp_path,
+            "capped",
+            _scenario("anthropic", server.url, "llm.budget_usd=0.25", "campaign.hours=0.6", "agents.engineers=3"),
+        )
     with open_existing(db) as board:
         spent, _ = board.llm_spend()
         calls = board.llm_calls()

@@ -6,21 +6,38 @@ and are still asking in the campaign's last hours. A bad key, by contrast, stops
 the campaign says so plainly at its end.
 """
 
-from blackboard import open_existing
-
 from _support import SCENARIOS, cli
 from llm_server import ScriptedServer
+
+from blackboard import open_existing
 
 HOURS = 8
 
 
 def _run(tmp_path, name, url, *extra, key="sk-test"):
     db = tmp_path / f"{name}.sqlite"
-    sets = ["agents.brain=openai-compatible", f"llm.base_url={url}/v1", f"campaign.hours={HOURS}",
-            "llm.max_retries=0", "llm.timeout_s=5", "agents.engineers=1", "evaluator.rate_per_hour=3",
-            "llm.pause_s=600", "llm.max_pause_s=3600", *extra]
-    proc = cli("run", str(SCENARIOS / "smoke.toml"), "--db", str(db), "--quiet",
-               *(a for s in sets for a in ("--set", s)), env={"OPENAI_API_KEY": key}, timeout=600)
+    sets = [
+        "agents.brain=openai-compatible",
+        f"llm.base_url={url}/v1",
+        f"campaign.hours={HOURS}",
+        "llm.max_retries=0",
+        "llm.timeout_s=5",
+        "agents.engineers=1",
+        "evaluator.rate_per_hour=3",
+        "llm.pause_s=600",
+        "llm.max_pause_s=3600",
+        *extra,
+    ]
+    proc = cli(
+        "run",
+        str(SCENARIOS / "smoke.toml"),
+        "--db",
+        str(db),
+        "--quiet",
+        *(a for s in sets for a in ("--set", s)),
+        env={"OPENAI_API_KEY": key},
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return db
 

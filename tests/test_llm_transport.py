@@ -5,6 +5,8 @@ import time
 
 import anyio
 import pytest
+from _support import SCENARIOS
+from llm_server import ScriptedServer
 from loguru import logger
 
 from agents import BrainError, BudgetExhausted
@@ -12,13 +14,15 @@ from agents.brain import KernelView, SelectionView
 from agents.llm import LLMService, TransportError
 from blackboard import Blackboard, load_scenario
 
-from _support import SCENARIOS
-from llm_server import ScriptedServer
-
 SECRET = "sk-ant-test-SECRET-0815"
-VIEW = SelectionView(kernels=[KernelView(id=i, parent_id=None, author="seed", summary=f"k{i}",
-                                         score_us=100.0 + i, shape_us=[1.0, 2.0]) for i in (1, 2)],
-                     exhausted=[], shapes=["1024x1536x7168", "6144x4608x7168"])
+VIEW = SelectionView(
+    kernels=[
+        KernelView(id=i, parent_id=None, author="seed", summary=f"k{i}", score_us=100.0 + i, shape_us=[1.0, 2.0])
+        for i in (1, 2)
+    ],
+    exhausted=[],
+    shapes=["1024x1536x7168", "6144x4608x7168"],
+)
 
 
 @pytest.fixture
@@ -30,9 +34,17 @@ def server():
 
 def _service(tmp_path, server, brain, *extra):
     base = server.url if brain == "anthropic" else server.url + "/v1"
-    scenario = load_scenario(SCENARIOS / "smoke.toml", [
-        f"agents.brain={brain}", f"llm.base_url={base}", "llm.backoff_s=0.05", "llm.timeout_s=0.5",
-        "llm.max_retries=2", *extra])
+    scenario = load_scenario(
+        SCENARIOS / "smoke.toml",
+        [
+            f"agents.brain={brain}",
+            f"llm.base_url={base}",
+            "llm.backoff_s=0.05",
+            "llm.timeout_s=0.5",
+            "llm.max_retries=2",
+            *extra,
+        ],
+    )
     tmp_path.mkdir(exist_ok=True)
     board = Blackboard(tmp_path / "b.sqlite")
     return LLMService(scenario, board, lambda: 0.0), board
@@ -45,6 +57,8 @@ def _prompt_bytes(service):
     from agents.llm import _prompts
 
     return len(_prompts.system().encode()) + len(_prompts.select(VIEW, service.cfg).encode())
+
+
 RECOVERED = ["429", "529", "500", "drop", "slow", "malformed"]
 
 
@@ -127,8 +141,9 @@ async def test_concurrent_calls_never_exceed_the_budget(tmp_path, server, monkey
     probe, _ = _service(tmp_path / "probe", server, "anthropic")
     worst = probe.ledger.reserve(_prompt_bytes(probe), 1024).usd
     budget = 2.5 * worst  # room for two calls in flight at once, not three
-    service, board = _service(tmp_path, server, "anthropic", f"llm.budget_usd={budget}",
-                              "llm.concurrency=8", "llm.select.concurrency=8")
+    service, board = _service(
+        tmp_path, server, "anthropic", f"llm.budget_usd={budget}", "llm.concurrency=8", "llm.select.concurrency=8"
+    )
     outcomes = []
 
     async def one(i):

@@ -8,14 +8,13 @@ import math
 import msgspec
 import pytest
 import torch
+from _support import ROOT, SCENARIOS, cli
+from evaluator_kernels import BETTER
 
 import knowledge
 from blackboard import Outcome, Shape
 from evaluator import LocalBackend, load_task, speed_of_light_us
 from evaluator._wire import GpuResult, ShapeSamples
-
-from _support import ROOT, SCENARIOS, cli
-from evaluator_kernels import BETTER
 
 TASK = ROOT / "evaluator" / "tasks" / "amd_fp8_mm"
 
@@ -28,10 +27,14 @@ def local():
 def test_statistics_floor_and_flag_in_the_parent(local):
     a, b = local.task.benchmarks[:2]
     sol = speed_of_light_us(a, local.spec)
-    result = GpuResult("ok", samples=[
-        ShapeSamples(shape=a, event_us=[sol / 10] * 5, host_us=[sol / 10 + 20] * 5),  # impossibly fast
-        ShapeSamples(shape=b, event_us=[100.0, 102.0, 98.0], host_us=[900.0, 905.0, 910.0]),  # side work
-    ], device="test")
+    result = GpuResult(
+        "ok",
+        samples=[
+            ShapeSamples(shape=a, event_us=[sol / 10] * 5, host_us=[sol / 10 + 20] * 5),  # impossibly fast
+            ShapeSamples(shape=b, event_us=[100.0, 102.0, 98.0], host_us=[900.0, 905.0, 910.0]),  # side work
+        ],
+        device="test",
+    )
     report = local._timed(result, submission_id=1, secret_seed=2, wall=1.0)
     first, second = report.shapes
     assert first.time_us == pytest.approx(sol, rel=1e-3) and "speed of light" in first.flagged
@@ -46,11 +49,15 @@ def test_host_work_and_distance_to_the_limit_per_shape(local):
     from agents._views import bounds_summary, shape_note
 
     a, b, c = local.task.benchmarks[:3]
-    result = GpuResult("ok", samples=[
-        ShapeSamples(shape=a, event_us=[100.0] * 3, host_us=[104.0] * 3, call_us=[90.0] * 3),  # waits on the host
-        ShapeSamples(shape=b, event_us=[400.0] * 3, host_us=[404.0] * 3, call_us=[20.0] * 3),
-        ShapeSamples(shape=c, event_us=[300.0] * 3, host_us=[303.0] * 3),  # an older harness: no call times
-    ], device="test")
+    result = GpuResult(
+        "ok",
+        samples=[
+            ShapeSamples(shape=a, event_us=[100.0] * 3, host_us=[104.0] * 3, call_us=[90.0] * 3),  # waits on the host
+            ShapeSamples(shape=b, event_us=[400.0] * 3, host_us=[404.0] * 3, call_us=[20.0] * 3),
+            ShapeSamples(shape=c, event_us=[300.0] * 3, host_us=[303.0] * 3),  # an older harness: no call times
+        ],
+        device="test",
+    )
     first, second, third = local._timed(result, submission_id=1, secret_seed=2, wall=1.0).shapes
     assert (first.host_us, first.bound()) == (90.0, "host") and second.bound() == "device" and third.bound() is None
     assert second.sol_fraction() == pytest.approx(speed_of_light_us(b, local.spec) / 400.0, rel=1e-3)
@@ -145,8 +152,9 @@ ATTACKS = ROOT / "tests" / "attacks"
 @pytest.fixture(scope="module")
 def on_cpu():
     task = load_task(TASK)
-    small = msgspec.structs.replace(task, tests=task.check_shapes[:2],
-                                    benchmarks=[Shape(64, 64, 128, 7), Shape(64, 128, 256, 8)])
+    small = msgspec.structs.replace(
+        task, tests=task.check_shapes[:2], benchmarks=[Shape(64, 64, 128, 7), Shape(64, 128, 256, 8)]
+    )
     return LocalBackend(small, device="cpu", timeout_s=20, max_calls=3, shape_budget_s=0.5, own_kernel=True)
 
 
@@ -166,13 +174,16 @@ async def test_a_kernel_that_imports_task_finds_it(on_cpu):
     assert report.outcome is Outcome.PASSED, report.reason
 
 
-@pytest.mark.parametrize("attack, outcome, reason", [
-    ("dunder_matmul_fallback", Outcome.REJECTED_BY_RULE, "rule heavy_op_runtime"),
-    ("segfault", Outcome.CRASH, "killed by SIGSEGV"),
-    ("infinite_loop", Outcome.TIMEOUT, "exceeded the 20 s limit"),
-    ("forge_stdout", Outcome.WRONG_OUTPUT, "wrong output"),
-    ("zero_inputs", Outcome.WRONG_OUTPUT, "wrote to input"),
-])
+@pytest.mark.parametrize(
+    "attack, outcome, reason",
+    [
+        ("dunder_matmul_fallback", Outcome.REJECTED_BY_RULE, "rule heavy_op_runtime"),
+        ("segfault", Outcome.CRASH, "killed by SIGSEGV"),
+        ("infinite_loop", Outcome.TIMEOUT, "exceeded the 20 s limit"),
+        ("forge_stdout", Outcome.WRONG_OUTPUT, "wrong output"),
+        ("zero_inputs", Outcome.WRONG_OUTPUT, "wrote to input"),
+    ],
+)
 async def test_attacks_and_faults_through_the_local_protocol(on_cpu, attack, outcome, reason):
     source = (ATTACKS / f"{attack}.py").read_text()
     report = await on_cpu.evaluate(source, submission_id=3, secret_seed=99)

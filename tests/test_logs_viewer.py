@@ -6,9 +6,9 @@ import threading
 
 import msgspec
 import pytest
-
 from _support import ROOT, cli
 from _watch_campaign import smoke_campaign  # noqa: F401  (a session fixture)
+
 from blackboard import Blackboard, Message, open_existing
 from kernel_scientist import conversation as cv
 
@@ -24,21 +24,25 @@ def everything(smoke_campaign):
         return board.messages()
 
 
-@pytest.mark.parametrize("flag, value, keep", [
-    ("--agent", "critic", lambda m: m.agent == "critic"),
-    ("--kind", "verdict", lambda m: m.kind == "verdict"),
-    ("--kernel", "3", lambda m: m.kernel_id == 3),
-    ("--hypothesis", "H2", lambda m: m.hypothesis_id == 2),
-    ("--grep", "REFUTED", lambda m: "refuted" in m.text.lower()),
-])
+@pytest.mark.parametrize(
+    "flag, value, keep",
+    [
+        ("--agent", "critic", lambda m: m.agent == "critic"),
+        ("--kind", "verdict", lambda m: m.kind == "verdict"),
+        ("--kernel", "3", lambda m: m.kernel_id == 3),
+        ("--hypothesis", "H2", lambda m: m.hypothesis_id == 2),
+        ("--grep", "REFUTED", lambda m: "refuted" in m.text.lower()),
+    ],
+)
 def test_each_filter_keeps_exactly_the_matching_messages(smoke_campaign, everything, flag, value, keep):
     got = _json(cli("logs", "--db", str(smoke_campaign.db), flag, value, "--json"))
     assert got == [m for m in everything if keep(m)] and got
 
 
 def test_filters_combine_and_text_mode_prints_lines(smoke_campaign, everything):
-    proc = cli("logs", "--db", str(smoke_campaign.db), "--agent", "evaluator", "--kind", "evaluation",
-               "--grep", "simulated")
+    proc = cli(
+        "logs", "--db", str(smoke_campaign.db), "--agent", "evaluator", "--kind", "evaluation", "--grep", "simulated"
+    )
     lines = proc.stdout.splitlines()
     want = [m for m in everything if m.agent == "evaluator" and m.kind == "evaluation" and "simulated" in m.text]
     assert proc.returncode == 0 and len(lines) == len(want) > 0
@@ -59,13 +63,16 @@ def test_thread_follows_one_hypothesis_from_proposal_to_verdict(smoke_campaign):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert out.startswith(f"H{hyp.id} ") and f"verdict {hyp.verdict}" in out
-    positions = [out.index(f"── {s}") for s in ("proposal", "choice", "implementation", "review",
-                                                  "evaluation", "verdict")]
+    positions = [
+        out.index(f"── {s}") for s in ("proposal", "choice", "implementation", "review", "evaluation", "verdict")
+    ]
     assert positions == sorted(positions)
     same = cli("logs", "--db", str(smoke_campaign.db), "--hypothesis", str(hyp.id), "--thread")
     assert same.stdout == out
-    rows = [msgspec.json.decode(line) for line in
-            cli("logs", "--db", str(smoke_campaign.db), "--thread", f"H{hyp.id}", "--json").stdout.splitlines()]
+    rows = [
+        msgspec.json.decode(line)
+        for line in cli("logs", "--db", str(smoke_campaign.db), "--thread", f"H{hyp.id}", "--json").stdout.splitlines()
+    ]
     assert {r["stage"] for r in rows} >= {"proposal", "verdict"}
 
 
@@ -77,12 +84,15 @@ def test_thread_of_a_proposed_hypothesis_lists_what_is_not_reached(smoke_campaig
     assert th.missing == ["choice", "implementation", "review", "evaluation", "verdict"]
 
 
-@pytest.mark.parametrize("args, says", [
-    (("--thread", "Hx"), "expected a hypothesis id"),
-    (("--thread", "H9999"), "no hypothesis H9999"),
-    (("--thread",), "--thread needs a hypothesis"),
-    (("--kernel", "abc"), "'abc' is not a whole number"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (("--thread", "Hx"), "expected a hypothesis id"),
+        (("--thread", "H9999"), "no hypothesis H9999"),
+        (("--thread",), "--thread needs a hypothesis"),
+        (("--kernel", "abc"), "'abc' is not a whole number"),
+    ],
+)
 def test_bad_ids_are_one_line_and_exit_2(smoke_campaign, args, says):
     proc = cli("logs", "--db", str(smoke_campaign.db), *args)
     assert proc.returncode == 2 and says in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
@@ -90,9 +100,24 @@ def test_bad_ids_are_one_line_and_exit_2(smoke_campaign, args, says):
 
 def test_follow_prints_what_another_process_writes(smoke_campaign, tmp_path):
     db = smoke_campaign.copy(tmp_path / "f.sqlite")
-    proc = subprocess.Popen([sys.executable, "-m", "kernel_scientist", "logs", "--db", str(db),
-                             "--follow", "--json", "--grep", "hello from the test"], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kernel_scientist",
+            "logs",
+            "--db",
+            str(db),
+            "--follow",
+            "--json",
+            "--grep",
+            "hello from the test",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     guard = threading.Timer(30, proc.kill)  # a follower that never prints must not hang the suite
     guard.start()
     try:

@@ -9,7 +9,7 @@ import zipfile
 
 from _support import ROOT
 
-STAND_IN = '''[build-system]
+STAND_IN = """[build-system]
 requires = ["setuptools>=77"]
 build-backend = "setuptools.build_meta"
 
@@ -19,12 +19,13 @@ version = "1.0"
 
 [tool.setuptools]
 packages = ["agents"]
-'''
+"""
 
 
 def _pip(*args: str) -> None:
-    proc = subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", *args],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "--disable-pip-version-check", *args], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
 
 
@@ -40,22 +41,33 @@ def test_an_sdk_that_owns_agents_and_kernel_scientist_install_side_by_side(tmp_p
     tops = {name.split("/")[0] for name in zipfile.ZipFile(ours).namelist() if ".dist-info/" not in name}
     assert tops == {"kernel_scientist"}, f"our wheel installs more top-level names: {sorted(tops)}"
     names = zipfile.ZipFile(ours).namelist()
-    for data in ("kernel_scientist/evaluator/tasks/amd_fp8_mm/task.yml", "kernel_scientist/knowledge/docs/",
-                 "kernel_scientist/agents/llm/prompts/"):  # what the code reads beside itself
+    for data in (
+        "kernel_scientist/evaluator/tasks/amd_fp8_mm/task.yml",
+        "kernel_scientist/knowledge/docs/",
+        "kernel_scientist/agents/llm/prompts/",
+    ):  # what the code reads beside itself
         assert any(name.startswith(data) for name in names), f"our wheel lacks {data}"
 
     site = tmp_path / "site"
     _pip("install", "--no-deps", "--no-index", "--target", str(site), *map(str, wheels.glob("*.whl")))
-    probe = ("import agents, kernel_scientist.agents as ours, kernel_scientist.evaluator as ev\n"
-             "print(agents.WHO)\n"
-             "print(ours.Critic.__module__, ours.__file__)\n"
-             "print(len(ev.load_task(ev.__path__[0] + '/tasks/amd_fp8_mm').benchmarks))\n")
+    probe = (
+        "import agents, kernel_scientist.agents as ours, kernel_scientist.evaluator as ev\n"
+        "print(agents.WHO)\n"
+        "print(ours.Critic.__module__, ours.__file__)\n"
+        "print(len(ev.load_task(ev.__path__[0] + '/tasks/amd_fp8_mm').benchmarks))\n"
+    )
     # A fresh interpreter outside the checkout, the two installations first on its path.
-    proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site)})
+    proc = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site)},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     who, critic, shapes = proc.stdout.splitlines()
     assert who == "the stand-in SDK"
     assert critic.startswith("kernel_scientist.agents.critic ") and critic.endswith(
-        str(site / "kernel_scientist" / "agents" / "__init__.py"))
+        str(site / "kernel_scientist" / "agents" / "__init__.py")
+    )
     assert int(shapes) > 0  # the task folders came with the package

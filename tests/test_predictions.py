@@ -7,20 +7,30 @@ from __future__ import annotations
 import random
 
 import trio
+from _support import ROOT
 
 from agents.brain import DesignView, KernelView, TrialView
 from agents.offline_brain import OfflineBrain
 from evaluator import load_task
-
-from _support import ROOT
 
 SEED = load_task(ROOT / "evaluator" / "tasks" / "amd_fp8_mm").seed_source
 
 
 def _design(trials: list[TrialView], noise: float = 0.02):
     base = KernelView(id=1, parent_id=None, author="seed", summary="", score_us=300.0, shape_us=[])
-    view = DesignView(base=base, base_source=SEED, reference=None, reference_source=None, trials=trials,
-                      findings=[], written=[], avenues=40, plans=40, choose=3, noise=noise)
+    view = DesignView(
+        base=base,
+        base_source=SEED,
+        reference=None,
+        reference_source=None,
+        trials=trials,
+        findings=[],
+        written=[],
+        avenues=40,
+        plans=40,
+        choose=3,
+        noise=noise,
+    )
     return trio.run(OfflineBrain(random.Random(1)).design, view)
 
 
@@ -29,8 +39,10 @@ def test_observed_uplifts_move_and_sharpen_the_predicted_range():
     technique, label = "split_k", "SPLIT_K=4"
     assert (technique, label) in prior
     # The campaign saw split-K lose about 45% on five bases, one variant a little less.
-    seen = [TrialView(base_id=i, technique=technique, label=f"SPLIT_K={2 + i}", observed_uplift=u, verdict="refuted")
-            for i, u in enumerate([-0.50, -0.44, -0.47, -0.41, -0.46])]
+    seen = [
+        TrialView(base_id=i, technique=technique, label=f"SPLIT_K={2 + i}", observed_uplift=u, verdict="refuted")
+        for i, u in enumerate([-0.50, -0.44, -0.47, -0.41, -0.46])
+    ]
     after = {(p.technique, p.label): p for p in _design(seen).plans}
     plan, before = after[technique, label], prior[technique, label]
     mid = (plan.min_uplift + plan.max_uplift) / 2
@@ -38,7 +50,7 @@ def test_observed_uplifts_move_and_sharpen_the_predicted_range():
     assert plan.max_uplift - plan.min_uplift < 0.6 * (before.max_uplift - before.min_uplift)
     # No range is sharper than the noise of the two measurements an uplift compares.
     noisy = {(p.technique, p.label): p for p in _design(seen, noise=0.2).plans}[technique, label]
-    assert noisy.max_uplift - noisy.min_uplift > 2 * 0.2 * 2 ** 0.5 * 0.99
+    assert noisy.max_uplift - noisy.min_uplift > 2 * 0.2 * 2**0.5 * 0.99
     # Other techniques keep their prior.
     other = next(key for key in prior if key[0] != technique)
     assert after[other].min_uplift == prior[other].min_uplift

@@ -14,13 +14,30 @@ SEED = ROOT / "evaluator" / "tasks" / "amd_fp8_mm" / "submission.py"
 
 def _probe(*args, cwd):
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / "probe_host.py"), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "probe_host.py"), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_it_profiles_the_calls_of_a_submission(tmp_path):
-    done = _probe(str(SEED), "--device", "cpu", "--smallest-tests", "--calls", "2", "--shapes", "1",
-                  "--out", str(tmp_path / "probe.json"), cwd=tmp_path)
+    done = _probe(
+        str(SEED),
+        "--device",
+        "cpu",
+        "--smallest-tests",
+        "--calls",
+        "2",
+        "--shapes",
+        "1",
+        "--out",
+        str(tmp_path / "probe.json"),
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     (row,) = json.loads((tmp_path / "probe.json").read_text())["rows"]
     assert row["shape"] == "64x64x128" and row["calls"] == 2

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from evaluator_kernels import HIDDEN_MATMUL
 
 import knowledge
 from blackboard.records import EvalReport, Outcome, Shape
 from evaluator import LocalBackend, SimulatedBackend, TaskError, load_task
-from evaluator_kernels import HIDDEN_MATMUL
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBLEMS = ROOT / "tests" / "problems"
@@ -40,7 +40,10 @@ def _solutions() -> list[tuple[str, Path, str | None]]:
     for folder in sorted(p for p in PROBLEMS.iterdir() if (p / "task.yml").is_file()):
         cases.append((folder.name, folder / "submission.py", None))
         cases += [(folder.name, f, None) for f in sorted((folder / "solutions" / "correct").glob("*.py"))]
-        cases += [(folder.name, f, WRONG[(folder.name, f.name)]) for f in sorted((folder / "solutions" / "wrong").glob("*.py"))]
+        cases += [
+            (folder.name, f, WRONG[(folder.name, f.name)])
+            for f in sorted((folder / "solutions" / "wrong").glob("*.py"))
+        ]
     return cases
 
 
@@ -61,8 +64,10 @@ def test_every_folder_ships_correct_and_wrong_solutions():
 
 @pytest.fixture(scope="module")
 def simulated():
-    backends = {name: SimulatedBackend(load_task(PROBLEMS / name), device="h200", noise=0.0, timeout_s=60)
-                for name in {c[0] for c in CASES}}
+    backends = {
+        name: SimulatedBackend(load_task(PROBLEMS / name), device="h200", noise=0.0, timeout_s=60)
+        for name in {c[0] for c in CASES}
+    }
     for b in backends.values():
         b.__enter__()
     yield backends
@@ -124,7 +129,7 @@ async def test_a_declared_roofline_is_a_floor(simulated):
 
 
 # ---- the public fp8-mm layout: files from the parent folder, e4m3fnuz made on 'cuda' --------
-_PUBLIC_REFERENCE = '''
+_PUBLIC_REFERENCE = """
 import torch
 from task import input_t, output_t
 from utils import make_match_reference
@@ -153,9 +158,9 @@ def ref_kernel(data: input_t) -> output_t:
 
 
 check_implementation = make_match_reference(ref_kernel, rtol=2e-02, atol=1e-03)
-'''
+"""
 
-_PUBLIC_YML = '''
+_PUBLIC_YML = """
 files:
   - {"name": "submission.py", "source": "@SUBMISSION@"}
   - {"name": "task.py", "source": "task.py"}
@@ -173,7 +178,7 @@ benchmarks:
   - {"m": 1024, "n": 1536, "k": 7168, "seed": 8135}
   - {"m": 6144, "n": 576, "k": 7168, "seed": 9863}
 ranking_by: "geom"
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -218,11 +223,15 @@ async def test_a_kernel_that_never_writes_c_fails_without_metadata(public_fp8):
 # the same torch solution spelled with the @ operator (caught statically) and through
 # operator.matmul (caught at run time by the torch dispatch recorder)
 TORCH_AT = HIDDEN_MATMUL.replace("from operator import matmul as _mul\n", "").replace(
-    "_mul(a.float() * sa, (b.float() * sb).T)", "((a.float() * sa) @ (b.float() * sb).T)")
+    "_mul(a.float() * sa, (b.float() * sb).T)", "((a.float() * sa) @ (b.float() * sb).T)"
+)
 
 
-@pytest.mark.parametrize(("source", "rule"), [(TORCH_AT, "rule heavy_op (line"), (HIDDEN_MATMUL, "rule heavy_op_runtime")],
-                         ids=["at-operator", "operator-matmul"])
+@pytest.mark.parametrize(
+    ("source", "rule"),
+    [(TORCH_AT, "rule heavy_op (line"), (HIDDEN_MATMUL, "rule heavy_op_runtime")],
+    ids=["at-operator", "operator-matmul"],
+)
 async def test_a_torch_matmul_passes_evaluate_and_is_rejected_in_a_campaign(source, rule):
     assert "@" in TORCH_AT
     task = load_task(FP8)
@@ -261,17 +270,29 @@ def _folder(tmp_path, name: str, yml_extra: str = "", tests: str = '  - {"size":
     shutil.copy(PROBLEMS / "eval.py", tmp_path / "eval.py")
     yml = (folder / "task.yml").read_text()
     head, _, _ = yml.partition("tests:")
-    (folder / "task.yml").write_text(f"{head}tests:\n{tests}\nbenchmarks:\n  - {{\"size\": 64, \"seed\": 2}}\n{yml_extra}")
+    (folder / "task.yml").write_text(f'{head}tests:\n{tests}\nbenchmarks:\n  - {{"size": 64, "seed": 2}}\n{yml_extra}')
     return folder
 
 
-@pytest.mark.parametrize(("extra", "tests", "message"), [
-    ("", '  - {"size": 8, "seed": 1, "dtype": "half"}', "has 'dtype', which generate_input(size, seed) does not take"),
-    ("", '  - {"seed": 1}', "lacks 'size', which generate_input(size, seed) needs"),
-    ('ranking_by: "median"\n', '  - {"size": 8, "seed": 1}', "ranking_by"),
-    ('kernel_scientist:\n  bytes: "4*size + __import__(1)"\n', '  - {"size": 8, "seed": 1}', "kernel_scientist.bytes"),
-    ('kernel_scientist:\n  flopz: "1"\n', '  - {"size": 8, "seed": 1}', "flopz"),
-], ids=["unknown-argument", "missing-argument", "ranking", "bytes-expression", "metadata-typo"])
+@pytest.mark.parametrize(
+    ("extra", "tests", "message"),
+    [
+        (
+            "",
+            '  - {"size": 8, "seed": 1, "dtype": "half"}',
+            "has 'dtype', which generate_input(size, seed) does not take",
+        ),
+        ("", '  - {"seed": 1}', "lacks 'size', which generate_input(size, seed) needs"),
+        ('ranking_by: "median"\n', '  - {"size": 8, "seed": 1}', "ranking_by"),
+        (
+            'kernel_scientist:\n  bytes: "4*size + __import__(1)"\n',
+            '  - {"size": 8, "seed": 1}',
+            "kernel_scientist.bytes",
+        ),
+        ('kernel_scientist:\n  flopz: "1"\n', '  - {"size": 8, "seed": 1}', "flopz"),
+    ],
+    ids=["unknown-argument", "missing-argument", "ranking", "bytes-expression", "metadata-typo"],
+)
 def test_a_folder_the_evaluator_cannot_use_is_refused_in_one_line(tmp_path, extra, tests, message):
     folder = _folder(tmp_path, "bad", extra, tests)
     with pytest.raises(TaskError) as err:
@@ -289,7 +310,7 @@ def test_old_records_still_read():
 
 
 async def test_a_dot_kernel_on_a_task_that_is_no_matrix_product_is_not_timed(simulated):
-    dotted = '''
+    dotted = """
 import torch
 import triton
 import triton.language as tl
@@ -317,7 +338,7 @@ def custom_kernel(x):
     m = torch.empty(rows, device=x.device, dtype=torch.float32)
     rows_kernel[(rows,)](x, s, m, cols, x.stride(0), BLOCK=256)
     return s, m
-'''
+"""
     report = await simulated["rowstats"].evaluate(dotted, submission_id=4, secret_seed=1)
     assert report.outcome is Outcome.PASSED and report.score_us is None
     assert "not timed" in report.reason and "cannot count its tiles" in report.reason
@@ -350,10 +371,14 @@ async def test_generic_variants_pass_the_prescreen(simulated, case):
     assert report.outcome is Outcome.PASSED, report.reason
 
 
-@pytest.mark.parametrize(("side_op", "named"), [
-    ("torch.bincount(torch.zeros(4, dtype=torch.long, device=x.device))", "bincount"),  # no meta kernel
-    ("assert x.abs().sum().item() >= 0", "item()"),  # a host read of data meta tensors do not have
-], ids=["no-meta-kernel", "item"])
+@pytest.mark.parametrize(
+    ("side_op", "named"),
+    [
+        ("torch.bincount(torch.zeros(4, dtype=torch.long, device=x.device))", "bincount"),  # no meta kernel
+        ("assert x.abs().sum().item() >= 0", "item()"),  # a host read of data meta tensors do not have
+    ],
+    ids=["no-meta-kernel", "item"],
+)
 async def test_a_call_that_cannot_run_on_meta_tensors_is_passed_untimed(simulated, side_op, named):
     source = f"import torch\n\n\ndef custom_kernel(x):\n    {side_op}\n    return x.sum(dim=1), x.amax(dim=1)\n"
     report = await simulated["rowstats"].evaluate(source, submission_id=5, secret_seed=1)
@@ -361,14 +386,17 @@ async def test_a_call_that_cannot_run_on_meta_tensors_is_passed_untimed(simulate
     assert "not timed" in report.reason and named in report.reason
 
 
-@pytest.mark.parametrize(("line", "rejected"), [
-    ("torch.backends.cudnn.allow_tf32 = False", False),
-    ("torch.backends.cudnn.deterministic = True", False),
-    ("torch.backends.cudnn.benchmark = False", False),
-    ("torch.backends.cuda.matmul.allow_tf32 = True", True),  # could lower an in-process reference's precision
-    ("torch.backends.cudnn.deterministic = False", True),
-    ("torch.cuda.synchronize = None", True),
-])
+@pytest.mark.parametrize(
+    ("line", "rejected"),
+    [
+        ("torch.backends.cudnn.allow_tf32 = False", False),
+        ("torch.backends.cudnn.deterministic = True", False),
+        ("torch.backends.cudnn.benchmark = False", False),
+        ("torch.backends.cuda.matmul.allow_tf32 = True", True),  # could lower an in-process reference's precision
+        ("torch.backends.cudnn.deterministic = False", True),
+        ("torch.cuda.synchronize = None", True),
+    ],
+)
 def test_only_stricter_torch_backend_flags_may_be_set(line, rejected):
     from evaluator import static_findings
 
@@ -394,9 +422,9 @@ def test_a_campaign_on_a_non_gemm_folder_improves_its_seed(tmp_path):
     Triton kernel are tried, and the best kernel beats the folder's seed."""
     import json
 
-    from blackboard import open_existing
-
     from _support import SCENARIOS, cli
+
+    from blackboard import open_existing
 
     db = tmp_path / "stencil.sqlite"
     result = cli("run", str(SCENARIOS / "stencil.toml"), "--db", str(db), "--quiet", "--set", "campaign.hours=1.5")
@@ -411,24 +439,45 @@ def test_a_campaign_on_a_non_gemm_folder_improves_its_seed(tmp_path):
         assert seed.source == (PROBLEMS / "stencil" / "submission.py").read_text()
 
 
-@pytest.mark.parametrize("how", [["--backend", "simulated"], ["--device", "cpu", "--smallest", "--max-calls", "3",
-                                                               "--shape-budget", "0.3"]], ids=["simulated", "local-cpu"])
+@pytest.mark.parametrize(
+    "how",
+    [["--backend", "simulated"], ["--device", "cpu", "--smallest", "--max-calls", "3", "--shape-budget", "0.3"]],
+    ids=["simulated", "local-cpu"],
+)
 def test_check_folders_prints_every_verdict(tmp_path, how):
     import json
     import subprocess
     import sys
 
     out = tmp_path / "rows.json"
-    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "check_folders.py"), str(PROBLEMS / "rowstats"),
-                          *how, "--json", str(out)], capture_output=True, text=True, timeout=900)
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "check_folders.py"),
+            str(PROBLEMS / "rowstats"),
+            *how,
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "4 solutions in 1 folders: 4 as expected, 0 not" in run.stdout
     rows = json.loads(out.read_text())
     assert {(r["file"], r["report"]["outcome"]) for r in rows} == {
-        ("submission.py", "passed"), ("solutions/correct/torch_rows.py", "passed"),
-        ("solutions/wrong/first_block_only.py", "wrong_output"), ("solutions/wrong/one_output.py", "wrong_output")}
-    bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "check_folders.py"), str(tmp_path)],
-                         capture_output=True, text=True, timeout=60)
+        ("submission.py", "passed"),
+        ("solutions/correct/torch_rows.py", "passed"),
+        ("solutions/wrong/first_block_only.py", "wrong_output"),
+        ("solutions/wrong/one_output.py", "wrong_output"),
+    }
+    bad = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "check_folders.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "no task.yml there" in bad.stderr and "Traceback" not in bad.stderr
 
 
@@ -455,6 +504,7 @@ class _Kernel:
         def launch(*args, **kwargs):
             self.log.append(("jit", grid, args, kwargs))
             return _Compiled(self.log) if self.jit_returns else None
+
         return launch
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import msgspec
 import pytest
-
 from _support import ROOT, SCENARIOS, cli
+
 from blackboard import open_existing
 
 ray_cluster_utils = pytest.importorskip("ray.cluster_utils")
@@ -55,13 +55,17 @@ def _small_task(root: Path) -> None:
     shutil.copy(TASK.parent / "utils.py", root / "tasks" / "utils.py")
     yml = (TASK / "task.yml").read_text()
     head, meta = yml.split("tests:")[0], "# Our metadata" + yml.split("# Our metadata")[1]
-    (folder / "task.yml").write_text(head + """tests:
+    (folder / "task.yml").write_text(
+        head
+        + """tests:
   - {"m": 64, "n": 64, "k": 128, "seed": 6635}
   - {"m": 96, "n": 192, "k": 256, "seed": 1234}
 benchmarks:
   - {"m": 64, "n": 64, "k": 128, "seed": 8135}
   - {"m": 64, "n": 128, "k": 256, "seed": 6251}
-""" + meta)
+"""
+        + meta
+    )
 
 
 @pytest.fixture
@@ -87,9 +91,13 @@ def cluster():
 
 
 def _run(workdir: Path, address: str, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "kernel_scientist.cli", *args, "--quiet",
-                             "--set", f"evaluator.ray_address={address}"], cwd=workdir,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "kernel_scientist.cli", *args, "--quiet", "--set", f"evaluator.ray_address={address}"],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _harness_node(cluster, timeout: float = 120.0):
@@ -171,8 +179,14 @@ async def test_a_cancelled_evaluation_leaves_nothing_running_on_the_cluster(clus
 
     from evaluator import RayBackend, load_task
 
-    backend = RayBackend(load_task(workdir / "tasks" / "small"), address=cluster.address, timeout_s=120,
-                         max_calls=3, shape_budget_s=0.2, device="cpu")
+    backend = RayBackend(
+        load_task(workdir / "tasks" / "small"),
+        address=cluster.address,
+        timeout_s=120,
+        max_calls=3,
+        shape_budget_s=0.2,
+        device="cpu",
+    )
     with backend:
         hang = (ROOT / "tests" / "attacks" / "infinite_loop.py").read_text()
         with trio.move_on_after(60) as scope:
@@ -189,14 +203,24 @@ async def test_a_cancelled_evaluation_leaves_nothing_running_on_the_cluster(clus
             while _harnesses() & spinning:
                 await trio.sleep(0.05)
         assert not (_harnesses() & spinning)
-        report = await backend.evaluate(load_task(workdir / "tasks" / "small").seed_source, submission_id=3,
-                                        secret_seed=2)
+        report = await backend.evaluate(
+            load_task(workdir / "tasks" / "small").seed_source, submission_id=3, secret_seed=2
+        )
         assert report.outcome == "passed" and report.provenance.backend == "ray"  # the cluster is fine after
 
 
 def test_in_flight_beyond_the_clusters_cpus_is_one_line_and_no_file(cluster, workdir):
-    proc = cli("run", "ray.toml", "--db", "x.sqlite", "--set", "evaluator.in_flight=5",
-               "--set", f"evaluator.ray_address={cluster.address}", cwd=workdir)
+    proc = cli(
+        "run",
+        "ray.toml",
+        "--db",
+        "x.sqlite",
+        "--set",
+        "evaluator.in_flight=5",
+        "--set",
+        f"evaluator.ray_address={cluster.address}",
+        cwd=workdir,
+    )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "evaluator.in_flight = 5 is more than the 2 CPUs the Ray cluster" in proc.stderr
     assert not (workdir / "x.sqlite").exists()
@@ -239,7 +263,9 @@ def test_sweep_on_ray_gives_the_local_sweeps_table(cluster, tmp_path):
     assert table == [ln for ln in local.stdout.splitlines() if not ln.startswith(("summary:", "plot:"))]
     from kernel_scientist.sweep import SweepSummary
 
-    a, b = (msgspec.json.decode((tmp_path / d / "sweep.json").read_bytes(), type=SweepSummary) for d in ("local", "ray"))
+    a, b = (
+        msgspec.json.decode((tmp_path / d / "sweep.json").read_bytes(), type=SweepSummary) for d in ("local", "ray")
+    )
     assert a.settings == b.settings and [r.best_us for r in a.runs] == [r.best_us for r in b.runs]
     assert all(r.node == "" for r in a.runs) and len({r.node for r in b.runs}) == 2  # one campaign per worker
     assert (tmp_path / "ray" / "sweep.png").read_bytes().startswith(b"\x89PNG")
@@ -251,9 +277,28 @@ def test_sweep_on_ray_gives_the_local_sweeps_table(cluster, tmp_path):
 def test_ray_compare_runs_the_same_kernels_on_both_backends(cluster, tmp_path):
     """scripts/ray_compare.py, the GPU session's comparison, in its CPU dry-run mode."""
     out = tmp_path / "compare.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "ray_compare.py"), "--device", "cpu", "--small",
-                           "--address", cluster.address, "--kernels", "1", "--max-calls", "3", "--shape-budget", "0.2",
-                           "--out", str(out)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "ray_compare.py"),
+            "--device",
+            "cpu",
+            "--small",
+            "--address",
+            cluster.address,
+            "--kernels",
+            "1",
+            "--max-calls",
+            "3",
+            "--shape-budget",
+            "0.2",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = msgspec.json.decode(out.read_bytes())
     assert summary["verdicts_agree"] == 1 and [r["backend"] for r in summary["rows"]] == ["local", "ray"]
@@ -268,10 +313,24 @@ def test_slim_wheel_drops_folders_and_their_record_lines(tmp_path):
     with zipfile.ZipFile(wheel, "w") as z:
         for name in ("pkg/__init__.py", "pkg/jars/big.jar", "pkg/core.py"):
             z.writestr(name, "x")
-        z.writestr("pkg-1.0.dist-info/RECORD", "pkg/__init__.py,sha256=a,1\npkg/jars/big.jar,sha256=b,1\n"
-                   "pkg/core.py,sha256=c,1\npkg-1.0.dist-info/RECORD,,\n")
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "slim_wheel.py"), str(wheel), "--out",
-                           str(tmp_path / "slim"), "--drop", "pkg/jars"], capture_output=True, text=True)
+        z.writestr(
+            "pkg-1.0.dist-info/RECORD",
+            "pkg/__init__.py,sha256=a,1\npkg/jars/big.jar,sha256=b,1\n"
+            "pkg/core.py,sha256=c,1\npkg-1.0.dist-info/RECORD,,\n",
+        )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "slim_wheel.py"),
+            str(wheel),
+            "--out",
+            str(tmp_path / "slim"),
+            "--drop",
+            "pkg/jars",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     with zipfile.ZipFile(tmp_path / "slim" / wheel.name) as z:
         assert sorted(z.namelist()) == ["pkg-1.0.dist-info/RECORD", "pkg/__init__.py", "pkg/core.py"]

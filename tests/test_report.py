@@ -8,15 +8,22 @@ from pathlib import Path
 
 import msgspec
 import pytest
-
 from _support import cli
 from _watch_campaign import chromium, smoke_campaign  # noqa: F401  (a session fixture)
+
 from blackboard import Blackboard, open_existing
 from kernel_scientist import report
 
 PNG = b"\x89PNG\r\n\x1a\n"
-BROWSER_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+BROWSER_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +67,10 @@ def test_the_page_renders_in_headless_chromium(page, tmp_path):
     shot = tmp_path / "shot.png"
     run = lambda *args: subprocess.run(  # noqa: E731
         [browser, *BROWSER_FLAGS, f"--user-data-dir={tempfile.mkdtemp(dir=tmp_path)}", *args],
-        capture_output=True, text=True, timeout=90)
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
     proc = run(f"--screenshot={shot}", "--window-size=1280,2000", page.as_uri())
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert shot.read_bytes().startswith(PNG) and shot.stat().st_size > 50_000
@@ -70,9 +80,12 @@ def test_the_page_renders_in_headless_chromium(page, tmp_path):
     # decoded width into the DOM once all have loaded.
     names = _images(page.read_text())
     probe = page.parent / "probe.html"
-    probe.write_text("<html><body>" + "".join(f"<img src='{n}'>" for n in names) +
-                     "<script>window.onload = () => { document.body.setAttribute('data-widths', "
-                     "[...document.images].map(i => i.naturalWidth).join(',')); };</script></body></html>")
+    probe.write_text(
+        "<html><body>"
+        + "".join(f"<img src='{n}'>" for n in names)
+        + "<script>window.onload = () => { document.body.setAttribute('data-widths', "
+        "[...document.images].map(i => i.naturalWidth).join(',')); };</script></body></html>"
+    )
     try:
         dom = run("--virtual-time-budget=5000", "--dump-dom", probe.as_uri()).stdout
     finally:
@@ -90,16 +103,39 @@ def _usage_rows(db: Path) -> None:
             from blackboard import LLMCall
 
             for seq, (agent, tin, tout, cost) in enumerate(rows, 1):
-                board.add_llm_call(LLMCall(
-                    id=0, at=60.0 * seq, agent=agent, seq=seq, role="design", turn="ask", brain="fake",
-                    model="fake-model", status="ok", system="", messages=[], prompt_hash="h",
-                    input_tokens=tin, output_tokens=tout, cost_usd=cost))
+                board.add_llm_call(
+                    LLMCall(
+                        id=0,
+                        at=60.0 * seq,
+                        agent=agent,
+                        seq=seq,
+                        role="design",
+                        turn="ask",
+                        brain="fake",
+                        model="fake-model",
+                        status="ok",
+                        system="",
+                        messages=[],
+                        prompt_hash="h",
+                        input_tokens=tin,
+                        output_tokens=tout,
+                        cost_usd=cost,
+                    )
+                )
             return
     con = sqlite3.connect(db)
     con.execute("CREATE TABLE llm_usage_fixture (id INTEGER PRIMARY KEY, body BLOB NOT NULL)")
     for i, (agent, tin, tout, cost) in enumerate(rows):
-        body = msgspec.json.encode({"agent": agent, "input_tokens": tin, "output_tokens": tout,
-                                    "cost_usd": cost, "model": "fake", "extra": [1, 2]})
+        body = msgspec.json.encode(
+            {
+                "agent": agent,
+                "input_tokens": tin,
+                "output_tokens": tout,
+                "cost_usd": cost,
+                "model": "fake",
+                "extra": [1, 2],
+            }
+        )
         con.execute("INSERT INTO llm_usage_fixture VALUES (?, ?)", (i + 1, body))
     con.commit()
     con.close()

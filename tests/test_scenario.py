@@ -1,10 +1,9 @@
 """Scenario files and the command line's handling of bad input: one line, exit code 2."""
 
 import pytest
+from _support import SCENARIOS, cli
 
 from blackboard import ScenarioError, load_scenario
-
-from _support import SCENARIOS, cli
 
 
 def test_shipped_scenarios_load():
@@ -15,18 +14,24 @@ def test_shipped_scenarios_load():
     assert smoke.agents.engineers == 3 and smoke.campaign.name == "other"
 
 
-@pytest.mark.parametrize("body, key, problem", [
-    ("[agents]\nenginers = 2\n", "agents.enginers", "unknown key"),
-    ("[campaign]\nhours = -1\n", "campaign.hours", "expects a number more than 0; got -1"),
-    ("[evaluator]\nbackend = 'cloud'\n", "evaluator.backend",
-     "expects one of 'local', 'ray', 'simulated'; got 'cloud' (text)"),
-    ("[agents]\nengineers = 'two'\n", "agents.engineers", "expects a whole number from 1 to 32; got 'two' (text)"),
-    ("[agents]\nlatency = 3\n", "agents.latency", "expects a table of keys; got 3 (a whole number)"),
-    ("[llm.select]\nmax_tokens = 2\n", "llm.select.max_tokens", "expects a whole number from 16 to 128000; got 2"),
-    ("surprise = 1\n", "surprise", "unknown key"),
-    ("[campaign]\ntask = 'nowhere'\n", "campaign.task", "no problem folder"),
-    ("[campaign\n", "", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "body, key, problem",
+    [
+        ("[agents]\nenginers = 2\n", "agents.enginers", "unknown key"),
+        ("[campaign]\nhours = -1\n", "campaign.hours", "expects a number more than 0; got -1"),
+        (
+            "[evaluator]\nbackend = 'cloud'\n",
+            "evaluator.backend",
+            "expects one of 'local', 'ray', 'simulated'; got 'cloud' (text)",
+        ),
+        ("[agents]\nengineers = 'two'\n", "agents.engineers", "expects a whole number from 1 to 32; got 'two' (text)"),
+        ("[agents]\nlatency = 3\n", "agents.latency", "expects a table of keys; got 3 (a whole number)"),
+        ("[llm.select]\nmax_tokens = 2\n", "llm.select.max_tokens", "expects a whole number from 16 to 128000; got 2"),
+        ("surprise = 1\n", "surprise", "unknown key"),
+        ("[campaign]\ntask = 'nowhere'\n", "campaign.task", "no problem folder"),
+        ("[campaign\n", "", "not valid TOML"),
+    ],
+)
 def test_bad_scenario_is_one_clear_line(tmp_path, body, key, problem):
     path = tmp_path / "bad.toml"
     path.write_text(body)

@@ -12,8 +12,14 @@ from _support import ROOT
 
 def _sweep(*args, cwd, interpret: bool = True):
     env = {**os.environ, "TRITON_INTERPRET": "1" if interpret else "0"}
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep_h200.py"), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "sweep_h200.py"), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_a_dry_run_times_every_kind_of_launch_and_the_submissions(tmp_path):
@@ -26,8 +32,13 @@ def test_a_dry_run_times_every_kind_of_launch_and_the_submissions(tmp_path):
     assert all(r["passed"] for r in seed["shapes"].values()) and seed["geomean_do_bench_us"] > 0
     rows = data["rows"]
     kinds = {(r["form"], r["layout"], r["group_m"], r["split_k"] > 1) for r in rows}
-    assert {("precise", "strided", 8, False), ("precise", "kmajor", 8, False), ("fp16", "strided", 8, False),
-            ("fp16", "kmajor", 8, False), ("precise", "strided", 1, False)} <= kinds
+    assert {
+        ("precise", "strided", 8, False),
+        ("precise", "kmajor", 8, False),
+        ("fp16", "strided", 8, False),
+        ("fp16", "kmajor", 8, False),
+        ("precise", "strided", 1, False),
+    } <= kinds
     assert any(sk for _, _, _, sk in kinds)
     # fp8 precise and fp16 forms are exact enough in the interpreter to pass the task's check.
     assert all(r["passed"] and r["us"] > 0 for r in rows if r["form"] in ("precise", "fp16"))

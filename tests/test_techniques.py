@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_task import TASK, load_submission, reference
 
 import knowledge
 from knowledge import NotApplicable, Variant
-
-from test_task import TASK, load_submission, reference
 
 SEED = (TASK / "submission.py").read_text()
 # m = 96 (not a multiple of 64-row tiles), n % 128 == 64, 2 and 4 K blocks.
@@ -91,9 +90,14 @@ def test_the_catalogue_per_vendor():
         assert "(1024, 1536, 7168)" not in path.read_text() and "measured_point" not in path.read_text()
 
 
-HOPPER_CHAIN = [("fp16_prepass", {"operands": "fp16"}), ("tma_descriptors", {"tma": True}),
-                ("persistent", {"NUM_SMS": 132}), ("warp_specialize", {"warp_specialize": True}),
-                ("lean_host", {"launch": "compiled"}), ("in_submission_tuning", {"space": "tiles6"})]
+HOPPER_CHAIN = [
+    ("fp16_prepass", {"operands": "fp16"}),
+    ("tma_descriptors", {"tma": True}),
+    ("persistent", {"NUM_SMS": 132}),
+    ("warp_specialize", {"warp_specialize": True}),
+    ("lean_host", {"launch": "compiled"}),
+    ("in_submission_tuning", {"space": "tiles6"}),
+]
 
 
 def test_the_hopper_pipeline_runs_in_the_interpreter(tmp_path):
@@ -146,7 +150,11 @@ def test_compound_plans_compose_and_predict_once(tmp_path):
 
 def test_read_tunables_of_the_seed():
     assert knowledge.read_tunables(SEED) == {
-        "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 128, "NUM_WARPS": 4, "NUM_STAGES": 2,
+        "BLOCK_M": 64,
+        "BLOCK_N": 64,
+        "BLOCK_K": 128,
+        "NUM_WARPS": 4,
+        "NUM_STAGES": 2,
     }
 
 

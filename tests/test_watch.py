@@ -6,10 +6,10 @@ import subprocess
 import sys
 import time
 
-from rich.console import Console
-
 from _support import ROOT, cli
 from _watch_campaign import smoke_campaign  # noqa: F401  (a session fixture)
+from rich.console import Console
+
 from blackboard import Blackboard, open_existing
 from kernel_scientist import dashboard
 
@@ -60,9 +60,13 @@ def test_watch_follows_another_process_and_exits_when_the_campaign_ends(smoke_ca
     db = smoke_campaign.copy(tmp_path / "live.sqlite")
     with Blackboard(db) as board:  # make it look unfinished: a later message than the closing one
         board.say(agent="runner", kind="info", at=board.clock(), text="resumed at 1.00 h")
-    proc = subprocess.Popen([sys.executable, "-m", "kernel_scientist", "watch", "--db", str(db),
-                             "--interval", "0.1", "--exit-when-done"], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kernel_scientist", "watch", "--db", str(db), "--interval", "0.1", "--exit-when-done"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         time.sleep(2.0)
         assert proc.poll() is None, proc.communicate()  # still following
@@ -80,8 +84,7 @@ def test_live_listener_redraws_at_most_a_few_times_per_second(smoke_campaign, tm
     db = smoke_campaign.copy(tmp_path / "l.sqlite")
     t = [0.0]
     buf = io.StringIO()
-    view = dashboard.LiveListener(db, Console(file=buf, force_terminal=True, width=120), max_hz=4,
-                                  now=lambda: t[0])
+    view = dashboard.LiveListener(db, Console(file=buf, force_terminal=True, width=120), max_hz=4, now=lambda: t[0])
     with open_existing(db) as board:
         msg = board.messages()[-1]
     for step in range(20):  # 20 messages within one wall second

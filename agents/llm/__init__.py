@@ -11,6 +11,17 @@ from ._ledger import Ledger
 from ._transport import LLMReply, LLMRequest, TransportError, Usage, classify, retry_after
 
 __all__ = [
-    "ROLES", "LLMBrain", "LLMReply", "LLMRequest", "LLMService", "Ledger", "TransportError", "Usage",
-    "clean", "classify", "fence", "retry_after", "truncate",
+    "ROLES",
+    "LLMBrain",
+    "LLMReply",
+    "LLMRequest",
+    "LLMService",
+    "Ledger",
+    "TransportError",
+    "Usage",
+    "clean",
+    "classify",
+    "fence",
+    "retry_after",
+    "truncate",
 ]

@@ -30,14 +30,31 @@ from blackboard import Blackboard, BlackboardError, LLMCall, Scenario, ScenarioE
 from blackboard.config import LLMConfig, RoleConfig
 
 from ..brain import (
-    BrainError, BrainUnavailable, BudgetExhausted, Choice, Critique, Design, DesignView, Draft, ImplementView,
-    ReviewView, SelectionView,
+    BrainError,
+    BrainUnavailable,
+    BudgetExhausted,
+    Choice,
+    Critique,
+    Design,
+    DesignView,
+    Draft,
+    ImplementView,
+    ReviewView,
+    SelectionView,
 )
 from . import _prompts, _wire
 from ._hygiene import clean, truncate
 from ._ledger import Ledger
 from ._transport import (
-    LLMReply, LLMRequest, Send, StopReason, TransportError, TransportUnavailable, Usage, anthropic_sender, openai_sender,
+    LLMReply,
+    LLMRequest,
+    Send,
+    StopReason,
+    TransportError,
+    TransportUnavailable,
+    Usage,
+    anthropic_sender,
+    openai_sender,
 )
 
 ROLES = ("select", "design", "implement", "review")
@@ -79,8 +96,10 @@ class LLMService:
         """Fail before a campaign starts when it could not ask anything (one line: what to fix)."""
         cfg, kind = scenario.llm, scenario.agents.brain
         if kind == "anthropic" and not os.environ.get(cfg.api_key_env or "ANTHROPIC_API_KEY"):
-            raise ScenarioError(f"agents.brain = 'anthropic' needs an API key in the environment "
-                                f"variable {cfg.api_key_env or 'ANTHROPIC_API_KEY'} (llm.api_key_env)")
+            raise ScenarioError(
+                f"agents.brain = 'anthropic' needs an API key in the environment "
+                f"variable {cfg.api_key_env or 'ANTHROPIC_API_KEY'} (llm.api_key_env)"
+            )
         if kind == "replay" and not scenario.replay_path().is_file():
             raise ScenarioError(f"llm.replay_from: no recorded blackboard at {scenario.replay_path()}")
         if kind == "replay":  # read-only: a foreign file is refused before the campaign's file exists
@@ -140,12 +159,10 @@ class LLMBrain:
 
     # ---- the protocol ------------------------------------------------------------------
     async def select(self, view: SelectionView) -> Choice:
-        return await self._ask("select", _prompts.select(view, self.service.cfg),
-                               lambda text: _wire.choice(text, view))
+        return await self._ask("select", _prompts.select(view, self.service.cfg), lambda text: _wire.choice(text, view))
 
     async def design(self, view: DesignView) -> Design:
-        return await self._ask("design", _prompts.design(view, self.service.cfg),
-                               lambda text: _wire.design(text, view))
+        return await self._ask("design", _prompts.design(view, self.service.cfg), lambda text: _wire.design(text, view))
 
     async def implement(self, view: ImplementView) -> Draft:
         return await self._ask("implement", _prompts.implement(view, self.service.cfg), _wire.draft)
@@ -160,12 +177,12 @@ class LLMBrain:
         for turn in ("ask", "repair"):
             reply = await self._exchange(role, turn, system, messages)
             if reply.stop == "refusal":
-                raise BrainError(f"{role}: the model refused ({reply.stop_reason}): "
-                                 f"{truncate(clean(reply.text), 200) or 'no text'}")
+                raise BrainError(
+                    f"{role}: the model refused ({reply.stop_reason}): {truncate(clean(reply.text), 200) or 'no text'}"
+                )
             if reply.stop == "max_tokens":
                 limit = self.service.cfg.max_tokens(role)
-                problem = (f"the answer was cut off at max_tokens = {limit} (llm.{role}.max_tokens); "
-                           "answer more briefly")
+                problem = f"the answer was cut off at max_tokens = {limit} (llm.{role}.max_tokens); answer more briefly"
             else:
                 try:
                     return decode(reply.text)
@@ -173,8 +190,11 @@ class LLMBrain:
                     problem = str(exc)
             if turn == "repair":
                 raise BrainError(f"{role}: no usable answer after one repair turn: {problem}")
-            messages = [*messages, {"role": "assistant", "content": truncate(clean(reply.text), 20_000) or "(empty)"},
-                        {"role": "user", "content": _prompts.repair(problem)}]
+            messages = [
+                *messages,
+                {"role": "assistant", "content": truncate(clean(reply.text), 20_000) or "(empty)"},
+                {"role": "user", "content": _prompts.repair(problem)},
+            ]
         raise AssertionError("unreachable")
 
     async def _exchange(self, role: str, turn: str, system: str, messages: list[dict[str, str]]) -> LLMReply:
@@ -184,8 +204,19 @@ class LLMBrain:
         seq, at = self.seq, service.now()
         model = rc.model or cfg.model
         phash = _hash(system, messages)
-        base = dict(id=0, at=at, agent=self.agent, seq=seq, role=role, turn=turn, brain=service.kind,
-                    model=model, system=system, messages=messages, prompt_hash=phash)
+        base = dict(
+            id=0,
+            at=at,
+            agent=self.agent,
+            seq=seq,
+            role=role,
+            turn=turn,
+            brain=service.kind,
+            model=model,
+            system=system,
+            messages=messages,
+            prompt_hash=phash,
+        )
         async with service.limit, service.role_limits[role]:
             recorded = service.recorded.get((self.agent, seq)) if service.kind == "replay" else None
             if service.kind == "replay":
@@ -198,51 +229,93 @@ class LLMBrain:
                 except BudgetExhausted as exc:
                     self._record(base, status="budget", error=str(exc))
                     raise
-                req = LLMRequest(model=model, system=system, messages=messages, max_tokens=cfg.max_tokens(role),
-                                 temperature=rc.temperature, stream=cfg.max_tokens(role) > cfg.stream_above)
+                req = LLMRequest(
+                    model=model,
+                    system=system,
+                    messages=messages,
+                    max_tokens=cfg.max_tokens(role),
+                    temperature=rc.temperature,
+                    stream=cfg.max_tokens(role) > cfg.stream_above,
+                )
                 try:
                     reply = await service.exchange(req)
                 except TransportError as exc:
                     service.ledger.settle(reservation, Usage())
-                    self._record(base, status="error", error=str(exc), request_id=exc.request_id,
-                                 attempts=exc.attempts, permanent=isinstance(exc, TransportUnavailable))
+                    self._record(
+                        base,
+                        status="error",
+                        error=str(exc),
+                        request_id=exc.request_id,
+                        attempts=exc.attempts,
+                        permanent=isinstance(exc, TransportUnavailable),
+                    )
                     raise
             cost = service.ledger.settle(reservation, reply.usage)
         status = {"refusal": "refused", "max_tokens": "truncated"}.get(reply.stop, "ok")
         u = reply.usage
-        self._record(base, status=status, answer=reply.text, stop_reason=reply.stop_reason,
-                     request_id=reply.request_id, attempts=reply.attempts, input_tokens=u.input_tokens,
-                     output_tokens=u.output_tokens, cache_read_tokens=u.cache_read_tokens,
-                     cache_write_tokens=u.cache_write_tokens, cost_usd=cost, wall_s=reply.wall_s,
-                     replayed=service.kind == "replay")
+        self._record(
+            base,
+            status=status,
+            answer=reply.text,
+            stop_reason=reply.stop_reason,
+            request_id=reply.request_id,
+            attempts=reply.attempts,
+            input_tokens=u.input_tokens,
+            output_tokens=u.output_tokens,
+            cache_read_tokens=u.cache_read_tokens,
+            cache_write_tokens=u.cache_write_tokens,
+            cost_usd=cost,
+            wall_s=reply.wall_s,
+            replayed=service.kind == "replay",
+        )
         cached = f", {u.cache_read_tokens} cached" if u.cache_read_tokens else ""
         service.board.say(
-            agent=self.agent, kind="llm", at=service.now(),
+            agent=self.agent,
+            kind="llm",
+            at=service.now(),
             text=f"{role} {turn} -> {status}: {model}, {u.input_tokens}+{u.output_tokens} tokens{cached}, "
-                 f"${cost:.4f}; {service.ledger.describe()}; request {reply.request_id or '-'}")
+            f"${cost:.4f}; {service.ledger.describe()}; request {reply.request_id or '-'}",
+        )
         return reply
 
     def _replayed(self, recorded: LLMCall | None, seq: int, phash: str, base: dict) -> LLMReply:
         if recorded is None:  # a replay cannot heal: no later turn will match either
-            raise BrainUnavailable(f"replay: the recording has no turn {seq} for {self.agent} (the "
-                                   "campaign diverged from the recorded one or ran longer)")
+            raise BrainUnavailable(
+                f"replay: the recording has no turn {seq} for {self.agent} (the "
+                "campaign diverged from the recorded one or ran longer)"
+            )
         if recorded.prompt_hash != phash:
-            raise BrainUnavailable(f"replay diverged: {self.agent}'s turn {seq} asks something else than "
-                                   "the recorded campaign did")
+            raise BrainUnavailable(
+                f"replay diverged: {self.agent}'s turn {seq} asks something else than the recorded campaign did"
+            )
         if recorded.status == "budget":
             self._record(base, status="budget", error=recorded.error, replayed=True)
             raise BudgetExhausted(recorded.error)
         if recorded.status == "error":
-            self._record(base, status="error", error=recorded.error, request_id=recorded.request_id,
-                         attempts=recorded.attempts, permanent=recorded.permanent, replayed=True)
+            self._record(
+                base,
+                status="error",
+                error=recorded.error,
+                request_id=recorded.request_id,
+                attempts=recorded.attempts,
+                permanent=recorded.permanent,
+                replayed=True,
+            )
             error = TransportUnavailable if recorded.permanent else TransportError
             raise error(recorded.error, recorded.request_id, recorded.attempts)
         stops: dict[str, StopReason] = {"refused": "refusal", "truncated": "max_tokens"}
         stop = stops.get(recorded.status, "end")
-        return LLMReply(text=recorded.answer, stop=stop, stop_reason=recorded.stop_reason,
-                        usage=Usage(recorded.input_tokens, recorded.output_tokens,
-                                    recorded.cache_read_tokens, recorded.cache_write_tokens),
-                        request_id=recorded.request_id, attempts=recorded.attempts, wall_s=recorded.wall_s)
+        return LLMReply(
+            text=recorded.answer,
+            stop=stop,
+            stop_reason=recorded.stop_reason,
+            usage=Usage(
+                recorded.input_tokens, recorded.output_tokens, recorded.cache_read_tokens, recorded.cache_write_tokens
+            ),
+            request_id=recorded.request_id,
+            attempts=recorded.attempts,
+            wall_s=recorded.wall_s,
+        )
 
     def _record(self, base: dict, **fields) -> None:
         self.service.board.add_llm_call(LLMCall(**base, **fields))

@@ -22,8 +22,7 @@ _KEEP = {"\n", "\t"}
 def clean(text: str) -> str:
     """Drop control and format characters (keeping newlines and tabs); normalise line ends."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return "".join(ch for ch in text
-                   if ch in _KEEP or unicodedata.category(ch) not in ("Cc", "Cf"))
+    return "".join(ch for ch in text if ch in _KEEP or unicodedata.category(ch) not in ("Cc", "Cf"))
 
 
 def truncate(text: str, limit: int) -> str:
@@ -31,7 +30,7 @@ def truncate(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     head, tail = (2 * limit) // 3, limit // 3
-    return f"{text[:head]}\n[... {len(text) - head - tail} characters cut ...]\n{text[len(text) - tail:]}"
+    return f"{text[:head]}\n[... {len(text) - head - tail} characters cut ...]\n{text[len(text) - tail :]}"
 
 
 def fence(text: str, limit: int, lang: str = "") -> str:

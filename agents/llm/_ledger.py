@@ -32,23 +32,31 @@ class Ledger:
 
     def cost(self, usage: Usage) -> float:
         p = self.cfg.prices
-        return (usage.input_tokens * p.input + usage.output_tokens * p.output
-                + usage.cache_write_tokens * p.cache_write + usage.cache_read_tokens * p.cache_read) / 1e6
+        return (
+            usage.input_tokens * p.input
+            + usage.output_tokens * p.output
+            + usage.cache_write_tokens * p.cache_write
+            + usage.cache_read_tokens * p.cache_read
+        ) / 1e6
 
     def reserve(self, prompt_bytes: int, max_tokens: int) -> Reservation:
         p = self.cfg.prices
-        worst = Reservation(usd=(prompt_bytes * max(p.input, p.cache_write) + max_tokens * p.output) / 1e6,
-                            tokens=prompt_bytes + max_tokens)
+        worst = Reservation(
+            usd=(prompt_bytes * max(p.input, p.cache_write) + max_tokens * p.output) / 1e6,
+            tokens=prompt_bytes + max_tokens,
+        )
         if self.enforce:
             usd, tokens = self.cfg.budget_usd, self.cfg.budget_tokens
             if usd is not None and self.spent_usd + self.held_usd + worst.usd > usd:
                 raise BudgetExhausted(
                     f"the LLM budget (llm.budget_usd = {usd:g}) cannot cover another call: spent "
-                    f"${self.spent_usd:.4f}, in flight up to ${self.held_usd:.4f}, this call up to ${worst.usd:.4f}")
+                    f"${self.spent_usd:.4f}, in flight up to ${self.held_usd:.4f}, this call up to ${worst.usd:.4f}"
+                )
             if tokens is not None and self.spent_tokens + self.held_tokens + worst.tokens > tokens:
                 raise BudgetExhausted(
                     f"the LLM budget (llm.budget_tokens = {tokens}) cannot cover another call: spent "
-                    f"{self.spent_tokens}, in flight up to {self.held_tokens}, this call up to {worst.tokens}")
+                    f"{self.spent_tokens}, in flight up to {self.held_tokens}, this call up to {worst.tokens}"
+                )
         self.held_usd += worst.usd
         self.held_tokens += worst.tokens
         return worst
@@ -59,8 +67,9 @@ class Ledger:
         self.held_tokens -= reservation.tokens
         cost = self.cost(usage)
         self.spent_usd += cost
-        self.spent_tokens += (usage.input_tokens + usage.output_tokens + usage.cache_read_tokens
-                              + usage.cache_write_tokens)
+        self.spent_tokens += (
+            usage.input_tokens + usage.output_tokens + usage.cache_read_tokens + usage.cache_write_tokens
+        )
         return cost
 
     def describe(self) -> str:

@@ -29,8 +29,11 @@ def template(name: str) -> Template:
 
 
 # What the evaluator times on, in the words a kernel engineer would use.
-DEVICE_WORDS = {"mi300x": "the AMD Instinct MI300X (CDNA3)", "h200": "the NVIDIA H200 (Hopper)",
-                "h100": "the NVIDIA H100 (Hopper)"}
+DEVICE_WORDS = {
+    "mi300x": "the AMD Instinct MI300X (CDNA3)",
+    "h200": "the NVIDIA H200 (Hopper)",
+    "h100": "the NVIDIA H100 (Hopper)",
+}
 
 
 def system(problem: str = "amd-fp8-mm", device: str = "the AMD Instinct MI300X (CDNA3)") -> str:
@@ -45,71 +48,112 @@ def _us(value: float | None) -> str:
 
 def _timings(k: KernelView) -> str:
     notes = k.shape_notes or [""] * len(k.shape_us)
-    return ", ".join(_us(t) + (f" ({note})" if note else "") for t, note in zip(k.shape_us, notes)) or "no per-shape timings"
+    return (
+        ", ".join(_us(t) + (f" ({note})" if note else "") for t, note in zip(k.shape_us, notes))
+        or "no per-shape timings"
+    )
 
 
 def select(view: SelectionView, cfg: LLMConfig) -> str:
     ranked = sorted(view.kernels, key=lambda k: (k.score_us is None, k.score_us or 0.0, k.id))
-    rows = [f"- kernel {k.id} (parent {k.parent_id if k.parent_id is not None else '-'}, "
-            f"by {line(k.author, 40)}): score {_us(k.score_us)}; shapes: {_timings(k)}; "
-            f"{line(k.summary, 200)}" for k in ranked]
+    rows = [
+        f"- kernel {k.id} (parent {k.parent_id if k.parent_id is not None else '-'}, "
+        f"by {line(k.author, 40)}): score {_us(k.score_us)}; shapes: {_timings(k)}; "
+        f"{line(k.summary, 200)}"
+        for k in ranked
+    ]
     return template("select").substitute(
-        shapes=", ".join(view.shapes) or "(not given)", kernels="\n".join(rows) or "(none)",
+        shapes=", ".join(view.shapes) or "(not given)",
+        kernels="\n".join(rows) or "(none)",
         exhausted=", ".join(map(str, view.exhausted)) or "none",
-        ids=", ".join(str(k.id) for k in ranked))
+        ids=", ".join(str(k.id) for k in ranked),
+    )
 
 
 def design(view: DesignView, cfg: LLMConfig) -> str:
     base = view.base
     reference = "No reference kernel."
     if view.reference is not None and view.reference_source is not None:
-        reference = (f"Reference kernel {view.reference.id} (score {_us(view.reference.score_us)}; "
-                     f"shapes: {_timings(view.reference)}):\n"
-                     + fence(view.reference_source, cfg.source_chars, "python"))
-    trials = [f"- kernel {t.base_id}: {line(t.technique, 80)} ({line(t.label, 120)}): "
-              f"{'n/a' if t.observed_uplift is None else f'{t.observed_uplift:+.1%}'}, {t.verdict}"
-              for t in view.trials]
-    query = " ".join([base.summary, *view.findings[-5:], *(t.technique for t in view.trials[-10:]),
-                      "fp8 gemm mi300x tile split-k occupancy", view.base_source[:2000]])
+        reference = (
+            f"Reference kernel {view.reference.id} (score {_us(view.reference.score_us)}; "
+            f"shapes: {_timings(view.reference)}):\n" + fence(view.reference_source, cfg.source_chars, "python")
+        )
+    trials = [
+        f"- kernel {t.base_id}: {line(t.technique, 80)} ({line(t.label, 120)}): "
+        f"{'n/a' if t.observed_uplift is None else f'{t.observed_uplift:+.1%}'}, {t.verdict}"
+        for t in view.trials
+    ]
+    query = " ".join(
+        [
+            base.summary,
+            *view.findings[-5:],
+            *(t.technique for t in view.trials[-10:]),
+            "fp8 gemm mi300x tile split-k occupancy",
+            view.base_source[:2000],
+        ]
+    )
     passages = knowledge.retrieve(query, view.findings, cfg.knowledge_passages)
     found = fence("\n".join(f"- {f}" for f in view.findings), cfg.text_chars * 4) if view.findings else "none yet"
     know = "\n\n".join(f"[{p.title}]\n" + fence(p.text, cfg.text_chars) for p in passages) or "none"
     return template("design").substitute(
-        avenues=view.avenues, plans=view.plans, choose=view.choose, base_id=base.id,
-        base_parent=base.parent_id if base.parent_id is not None else "-", base_score=_us(base.score_us),
-        base_timings=f"shape times: {_timings(base)}", base_source=fence(view.base_source, cfg.source_chars, "python"),
-        reference=reference, trials="\n".join(trials) or "none yet", findings=found, knowledge=know)
+        avenues=view.avenues,
+        plans=view.plans,
+        choose=view.choose,
+        base_id=base.id,
+        base_parent=base.parent_id if base.parent_id is not None else "-",
+        base_score=_us(base.score_us),
+        base_timings=f"shape times: {_timings(base)}",
+        base_source=fence(view.base_source, cfg.source_chars, "python"),
+        reference=reference,
+        trials="\n".join(trials) or "none yet",
+        findings=found,
+        knowledge=know,
+    )
 
 
 def implement(view: ImplementView, cfg: LLMConfig) -> str:
     reference = "No reference kernel."
     if view.reference_source is not None:
         reference = "Reference kernel (borrow from it where the plan says so):\n" + fence(
-            view.reference_source, cfg.source_chars, "python")
+            view.reference_source, cfg.source_chars, "python"
+        )
     params = msgspec.json.encode(view.params).decode()
     return template("implement").substitute(
         task=fence(view.task_description or "(no description)", cfg.text_chars * 2),
         reference_impl=fence(view.reference_impl or "(not given)", cfg.source_chars, "python"),
-        technique=line(view.technique, 80), params=params, plan=fence(view.plan, cfg.text_chars),
+        technique=line(view.technique, 80),
+        params=params,
+        plan=fence(view.plan, cfg.text_chars),
         changes="\n".join(f"- {line(c, 300)}" for c in view.changes) or "- (none listed)",
-        base_source=fence(view.base_source, cfg.source_chars, "python"), reference=reference)
+        base_source=fence(view.base_source, cfg.source_chars, "python"),
+        reference=reference,
+    )
 
 
 def review(view: ReviewView, cfg: LLMConfig) -> str:
     if view.base_source is not None:
-        diff = "".join(difflib.unified_diff(view.base_source.splitlines(keepends=True),
-                                            view.source.splitlines(keepends=True),
-                                            "base/submission.py", "candidate/submission.py", n=3))
+        diff = "".join(
+            difflib.unified_diff(
+                view.base_source.splitlines(keepends=True),
+                view.source.splitlines(keepends=True),
+                "base/submission.py",
+                "candidate/submission.py",
+                n=3,
+            )
+        )
         diff = diff or "(no change: the candidate is identical to its base)"
     else:
         diff = view.source
     findings = "\n".join(f"- {f.text()}" for f in view.static_findings)
     return template("review").substitute(
         plan=line(view.plan or "(the seed kernel: no plan)", cfg.text_chars),
-        min_uplift=f"{view.min_uplift:+.1%}", max_uplift=f"{view.max_uplift:+.1%}",
-        innovation=f"{view.innovation:.2f}", diff=fence(diff, cfg.source_chars, "diff"),
+        min_uplift=f"{view.min_uplift:+.1%}",
+        max_uplift=f"{view.max_uplift:+.1%}",
+        innovation=f"{view.innovation:.2f}",
+        diff=fence(diff, cfg.source_chars, "diff"),
         findings=fence(findings, cfg.text_chars) if findings else "none",
-        prescreen=fence(view.prescreen.text(), cfg.text_chars) if view.prescreen else "not run")
+        prescreen=fence(view.prescreen.text(), cfg.text_chars) if view.prescreen else "not run",
+    )
 
 
 def repair(problem: str) -> str:

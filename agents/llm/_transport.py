@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any, Literal
 from collections.abc import Awaitable, Callable
+from typing import Any, Literal
 
 import anyio
 import msgspec
@@ -74,8 +74,9 @@ class TransportUnavailable(TransportError, BrainUnavailable):
 class _Failed(Exception):
     """One failed attempt, classified."""
 
-    def __init__(self, message: str, *, retry: bool, after: float | None = None, request_id: str = "",
-                 permanent: bool = False):
+    def __init__(
+        self, message: str, *, retry: bool, after: float | None = None, request_id: str = "", permanent: bool = False
+    ):
         super().__init__(message)
         self.retry, self.after, self.request_id, self.permanent = retry, after, request_id, permanent
 
@@ -90,14 +91,25 @@ def classify(status: int, headers, body: str, request_id: str = "") -> _Failed:
     after = retry_after(headers)
     snippet = " ".join(body.split())[:300]
     if status == 429 and _SPEND.search(body):
-        return _Failed(f"HTTP 429, a spend or quota limit (not retried): {snippet}", retry=False,
-                       request_id=request_id, permanent=True)
+        return _Failed(
+            f"HTTP 429, a spend or quota limit (not retried): {snippet}",
+            retry=False,
+            request_id=request_id,
+            permanent=True,
+        )
     retry = status not in _NO_RETRY and (status in (408, 409, 429) or status >= 500)
-    hint = {401: " (check the API key variable named by llm.api_key_env)",
-            403: " (the key lacks permission for this model)",
-            404: " (check llm.model and llm.base_url)"}.get(status, "")
-    return _Failed(f"HTTP {status}{hint}: {snippet}", retry=retry, after=after, request_id=request_id,
-                   permanent=status in _PERMANENT)
+    hint = {
+        401: " (check the API key variable named by llm.api_key_env)",
+        403: " (the key lacks permission for this model)",
+        404: " (check llm.model and llm.base_url)",
+    }.get(status, "")
+    return _Failed(
+        f"HTTP {status}{hint}: {snippet}",
+        retry=retry,
+        after=after,
+        request_id=request_id,
+        permanent=status in _PERMANENT,
+    )
 
 
 def retry_after(headers) -> float | None:
@@ -125,8 +137,7 @@ async def with_retries(cfg: LLMConfig, attempt: Callable[[], Awaitable[LLMReply]
             last = _Failed(f"no answer within llm.timeout_s = {cfg.timeout_s:g} s", retry=True)
         except _Failed as exc:
             last = exc
-        logger.bind(agent="llm").warning("{} attempt {} failed (request {}): {}", what, n,
-                                         last.request_id or "-", last)
+        logger.bind(agent="llm").warning("{} attempt {} failed (request {}): {}", what, n, last.request_id or "-", last)
         if not last.retry or n > cfg.max_retries:
             break
         delay = last.after if last.after is not None else cfg.backoff_s * 2 ** (n - 1)
@@ -145,14 +156,19 @@ def anthropic_sender(cfg: LLMConfig, api_key: str) -> Send:
     import anthropic  # imported lazily: about 1.5 s, and only LLM campaigns need it
 
     async def send(req: LLMRequest) -> LLMReply:
-        client = anthropic.AsyncAnthropic(api_key=api_key, base_url=cfg.base_url or None, max_retries=0,
-                                          timeout=cfg.timeout_s)
+        client = anthropic.AsyncAnthropic(
+            api_key=api_key, base_url=cfg.base_url or None, max_retries=0, timeout=cfg.timeout_s
+        )
         # The system prompt and the stage's instructions are the stable prefix: cache them.
         # This SDK's create() has no temperature argument: it goes in the body when configured.
         extra = {"temperature": req.temperature} if req.temperature is not None else None
-        kwargs: dict[str, Any] = dict(model=req.model, max_tokens=req.max_tokens, extra_body=extra,
-                      system=[{"type": "text", "text": req.system, "cache_control": {"type": "ephemeral"}}],
-                      messages=req.messages)
+        kwargs: dict[str, Any] = dict(
+            model=req.model,
+            max_tokens=req.max_tokens,
+            extra_body=extra,
+            system=[{"type": "text", "text": req.system, "cache_control": {"type": "ephemeral"}}],
+            messages=req.messages,
+        )
 
         async def attempt() -> LLMReply:
             try:
@@ -164,8 +180,7 @@ def anthropic_sender(cfg: LLMConfig, api_key: str) -> Send:
                     message = await client.messages.create(**kwargs)
                     request_id = getattr(message, "_request_id", None) or ""
             except anthropic.APIStatusError as exc:
-                raise classify(exc.status_code, exc.response.headers, exc.response.text,
-                               exc.request_id or "") from None
+                raise classify(exc.status_code, exc.response.headers, exc.response.text, exc.request_id or "") from None
             except anthropic.APITimeoutError:
                 raise _Failed("the request timed out", retry=True) from None
             except anthropic.APIConnectionError as exc:
@@ -174,14 +189,22 @@ def anthropic_sender(cfg: LLMConfig, api_key: str) -> Send:
                 raise _Failed(f"the reply was not the JSON the API promises: {str(exc)[:200]}", retry=True) from None
             text = "".join(getattr(block, "text", "") for block in message.content)
             u = message.usage
-            usage = Usage(input_tokens=u.input_tokens or 0, output_tokens=u.output_tokens or 0,
-                          cache_read_tokens=u.cache_read_input_tokens or 0,
-                          cache_write_tokens=u.cache_creation_input_tokens or 0)
-            stops: dict[str, StopReason] = {"end_turn": "end", "stop_sequence": "end", "max_tokens": "max_tokens",
-                                            "refusal": "refusal"}
+            usage = Usage(
+                input_tokens=u.input_tokens or 0,
+                output_tokens=u.output_tokens or 0,
+                cache_read_tokens=u.cache_read_input_tokens or 0,
+                cache_write_tokens=u.cache_creation_input_tokens or 0,
+            )
+            stops: dict[str, StopReason] = {
+                "end_turn": "end",
+                "stop_sequence": "end",
+                "max_tokens": "max_tokens",
+                "refusal": "refusal",
+            }
             stop = stops.get(message.stop_reason or "", "other")
-            return LLMReply(text=text, stop=stop, stop_reason=message.stop_reason or "", usage=usage,
-                            request_id=request_id)
+            return LLMReply(
+                text=text, stop=stop, stop_reason=message.stop_reason or "", usage=usage, request_id=request_id
+            )
 
         try:
             return await with_retries(cfg, attempt, f"{req.model}")
@@ -227,12 +250,16 @@ def openai_sender(cfg: LLMConfig, api_key: str) -> Send:
         headers["authorization"] = f"Bearer {api_key}"
 
     async def send(req: LLMRequest) -> LLMReply:
-        fields = {"model": req.model, "max_tokens": req.max_tokens,
-                  "messages": [{"role": "system", "content": req.system}, *req.messages]}
+        fields = {
+            "model": req.model,
+            "max_tokens": req.max_tokens,
+            "messages": [{"role": "system", "content": req.system}, *req.messages],
+        }
         if req.temperature is not None:
             fields["temperature"] = req.temperature
         body = msgspec.json.encode(fields)
         async with httpx2.AsyncClient(timeout=cfg.timeout_s) as client:
+
             async def attempt() -> LLMReply:
                 try:
                     resp = await client.post(url, content=body, headers=headers)
@@ -246,8 +273,9 @@ def openai_sender(cfg: LLMConfig, api_key: str) -> Send:
                 try:
                     reply = msgspec.json.decode(resp.content, type=_ChatReply)
                 except msgspec.DecodeError as exc:
-                    raise _Failed(f"the reply was not the JSON the API promises: {exc}", retry=True,
-                                  request_id=request_id) from None
+                    raise _Failed(
+                        f"the reply was not the JSON the API promises: {exc}", retry=True, request_id=request_id
+                    ) from None
                 if not reply.choices:
                     raise _Failed("the reply has no choices", retry=True, request_id=request_id)
                 choice = reply.choices[0]
@@ -255,11 +283,21 @@ def openai_sender(cfg: LLMConfig, api_key: str) -> Send:
                 refused = bool(choice.message.refusal) or finish == "content_filter"
                 finishes: dict[str, StopReason] = {"stop": "end", "length": "max_tokens"}
                 stop: StopReason = "refusal" if refused else finishes.get(finish, "other")
-                cached = (reply.usage.prompt_tokens_details.cached_tokens or 0) if reply.usage.prompt_tokens_details else 0
-                usage = Usage(input_tokens=reply.usage.prompt_tokens - cached,
-                              output_tokens=reply.usage.completion_tokens, cache_read_tokens=cached)
-                return LLMReply(text=choice.message.content or choice.message.refusal or "", stop=stop,
-                                stop_reason=finish, usage=usage, request_id=request_id or reply.id)
+                cached = (
+                    (reply.usage.prompt_tokens_details.cached_tokens or 0) if reply.usage.prompt_tokens_details else 0
+                )
+                usage = Usage(
+                    input_tokens=reply.usage.prompt_tokens - cached,
+                    output_tokens=reply.usage.completion_tokens,
+                    cache_read_tokens=cached,
+                )
+                return LLMReply(
+                    text=choice.message.content or choice.message.refusal or "",
+                    stop=stop,
+                    stop_reason=finish,
+                    usage=usage,
+                    request_id=request_id or reply.id,
+                )
 
             return await with_retries(cfg, attempt, f"{req.model}")
 

@@ -66,7 +66,7 @@ _JSON_FENCE = re.compile(r"```(?:json)?\s*\n(.*?)\n\s*```", re.S)
 
 def _json(text: str, cls: type):
     match = _JSON_FENCE.search(text)
-    body = match.group(1) if match else text[text.find("{"): text.rfind("}") + 1]
+    body = match.group(1) if match else text[text.find("{") : text.rfind("}") + 1]
     if not body.strip():
         raise AnswerInvalid("no JSON object found in the answer")
     try:
@@ -105,11 +105,22 @@ def design(text: str, view: DesignView) -> Design:
         raise AnswerInvalid("no plan was chosen")
     return Design(
         avenues=[clean(a)[:300] for a in answer.avenues],
-        plans=[Plan(technique=clean(p.technique)[:60], params=dict(p.params), label=clean(p.label)[:120],
-                    plan=clean(p.plan)[:1500], changes=[clean(c)[:300] for c in p.changes],
-                    min_uplift=p.min_uplift, max_uplift=p.max_uplift, innovation=p.innovation)
-               for p in plans],
-        chosen=chosen, why=why)
+        plans=[
+            Plan(
+                technique=clean(p.technique)[:60],
+                params=dict(p.params),
+                label=clean(p.label)[:120],
+                plan=clean(p.plan)[:1500],
+                changes=[clean(c)[:300] for c in p.changes],
+                min_uplift=p.min_uplift,
+                max_uplift=p.max_uplift,
+                innovation=p.innovation,
+            )
+            for p in plans
+        ],
+        chosen=chosen,
+        why=why,
+    )
 
 
 _PY_FENCE = re.compile(r"(`{3,})(?:python|py)?[ \t]*\n(.*?)\n\1", re.S)
@@ -133,5 +144,6 @@ def draft(text: str, entry_point: str = "custom_kernel") -> Draft:
 
 def critique(text: str) -> Critique:
     answer = _json(text, ReviewAnswer)
-    return Critique(approve=answer.approve, reasons=[clean(r)[:300] for r in answer.reasons],
-                    expected_value=answer.expected_value)
+    return Critique(
+        approve=answer.approve, reasons=[clean(r)[:300] for r in answer.reasons], expected_value=answer.expected_value
+    )

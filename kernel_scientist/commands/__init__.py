@@ -13,8 +13,7 @@ from ._args import UsageError, natural_int, positive_float, positive_int, versio
 EXIT_USAGE = 2
 COMMANDS = (run, status, logs, watch, report, sweep, evaluate, export)  # in the order --help lists them
 
-__all__ = ["COMMANDS", "EXIT_USAGE", "UsageError", "natural_int", "parser", "positive_float", "positive_int",
-           "version"]
+__all__ = ["COMMANDS", "EXIT_USAGE", "UsageError", "natural_int", "parser", "positive_float", "positive_int", "version"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -23,8 +22,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="kernel-scientist", description="Agents that optimise GPU kernels through a "
-                "scarce, rate-limited evaluator.")
+    p = _Parser(
+        prog="kernel-scientist",
+        description="Agents that optimise GPU kernels through a scarce, rate-limited evaluator.",
+    )
     p.add_argument("--version", action="version", version=f"kernel-scientist {version()}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for command in COMMANDS:

@@ -20,15 +20,26 @@ def add(sub) -> None:
     ev.add_argument("file", type=Path)
     ev.add_argument("--task", type=Path, default=DEFAULT_TASK, help="problem folder (GPU MODE format)")
     ev.add_argument("--backend", choices=("simulated", "local"), default="simulated")
-    ev.add_argument("--device", choices=("mi300x", "h200", "h100"), default="mi300x",
-                    help="the simulated device (simulated backend only)")
+    ev.add_argument(
+        "--device",
+        choices=("mi300x", "h200", "h100"),
+        default="mi300x",
+        help="the simulated device (simulated backend only)",
+    )
     ev.add_argument("--seed", type=natural_int, default=0, help="mixed into every test seed")
-    ev.add_argument("--timeout", type=positive_float, default=None,
-                    help="wall seconds for the candidate's run (default: a scenario's evaluator.timeout_s default, "
-                         f"{_default_timeout():g} s)")
+    ev.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=None,
+        help="wall seconds for the candidate's run (default: a scenario's evaluator.timeout_s default, "
+        f"{_default_timeout():g} s)",
+    )
     ev.add_argument("--json", action="store_true", help="print the full report as one JSON object")
-    ev.add_argument("--own-kernel", action="store_true",
-                    help="also reject a torch matmul doing the task's work (a campaign's policy; a leaderboard accepts it)")
+    ev.add_argument(
+        "--own-kernel",
+        action="store_true",
+        help="also reject a torch matmul doing the task's work (a campaign's policy; a leaderboard accepts it)",
+    )
     ev.set_defaults(handler=_evaluate)
 
 
@@ -40,9 +51,13 @@ def _evaluate(args) -> int:
 
     source = read_source(args.file, "submission")
     task = load_task(args.task)
-    cfg = EvaluatorConfig(backend=args.backend, device=args.device, noise=0.0,
-                          timeout_s=args.timeout if args.timeout is not None else _default_timeout(),
-                          own_kernel=args.own_kernel)
+    cfg = EvaluatorConfig(
+        backend=args.backend,
+        device=args.device,
+        noise=0.0,
+        timeout_s=args.timeout if args.timeout is not None else _default_timeout(),
+        own_kernel=args.own_kernel,
+    )
     backend = make_backend(cfg, task, setting="--backend local", instead="--backend simulated")
 
     async def go():
@@ -76,8 +91,9 @@ def read_source(path: Path, what: str) -> str:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise UsageError(f"{path}: not a text file (byte {exc.start} is not UTF-8); a {what} is "
-                         "Python source") from None
+        raise UsageError(
+            f"{path}: not a text file (byte {exc.start} is not UTF-8); a {what} is Python source"
+        ) from None
     if not text.strip():
         raise UsageError(f"{path}: an empty file; a {what} is Python source")
     return text
@@ -86,9 +102,11 @@ def read_source(path: Path, what: str) -> str:
 def render(report, file) -> str:
     prov = report.provenance
     label = "simulated" if prov.simulated else "measured"
-    lines = [f"{file}: {report.outcome} — {report.reason}",
-             f"  backend {prov.backend} on {prov.device}{'' if label in prov.device else f' ({label})'}; "
-             f"timing: {prov.timing_method}"]
+    lines = [
+        f"{file}: {report.outcome} — {report.reason}",
+        f"  backend {prov.backend} on {prov.device}{'' if label in prov.device else f' ({label})'}; "
+        f"timing: {prov.timing_method}",
+    ]
     if report.score_us is not None:
         lines.append(f"  score {report.score_us:.1f} us (over {len(report.shapes)} ranked shapes, {label})")
         for s in report.shapes:

@@ -12,14 +12,21 @@ def add(sub) -> None:
     lg.add_argument("--db", type=Path, required=True)
     lg.add_argument("--agent", help="only this agent (e.g. critic, engineer-1)")
     lg.add_argument("--follow", "-f", action="store_true", help="keep printing as the campaign writes")
-    lg.add_argument("--kind", help="only this kind of message (plan, choice, kernel, review, queue, "
-                    "evaluation, verdict, finding, ...)")
+    lg.add_argument(
+        "--kind",
+        help="only this kind of message (plan, choice, kernel, review, queue, evaluation, verdict, finding, ...)",
+    )
     lg.add_argument("--kernel", type=positive_int, metavar="ID", help="only messages about this kernel")
     lg.add_argument("--hypothesis", metavar="ID", help="only messages about this hypothesis (H12 or 12)")
     lg.add_argument("--grep", metavar="TEXT", help="only messages containing TEXT (case-insensitive)")
     lg.add_argument("--json", action="store_true", help="one JSON object per line (for jq)")
-    lg.add_argument("--thread", nargs="?", const=True, metavar="H<ID>",
-                    help="one hypothesis from proposal to verdict: --thread H12 (or --hypothesis 12 --thread)")
+    lg.add_argument(
+        "--thread",
+        nargs="?",
+        const=True,
+        metavar="H<ID>",
+        help="one hypothesis from proposal to verdict: --thread H12 (or --hypothesis 12 --thread)",
+    )
     lg.set_defaults(handler=_logs)
 
 
@@ -30,6 +37,7 @@ def _logs(args) -> int:
 
     from blackboard import open_existing
     from kernel_scientist import conversation as cv
+
     try:
         hyp = cv.parse_hypothesis_ref(args.hypothesis) if args.hypothesis is not None else None
         if isinstance(args.thread, str):
@@ -52,8 +60,7 @@ def _logs(args) -> int:
                 print(cv.render_thread(th, sys.stdout.isatty()))
             return 0
         _check_filters(board, args, hyp)
-        flt = cv.Filter(agent=args.agent, kind=args.kind, kernel_id=args.kernel, hypothesis_id=hyp,
-                        grep=args.grep)
+        flt = cv.Filter(agent=args.agent, kind=args.kind, kernel_id=args.kernel, hypothesis_id=hyp, grep=args.grep)
         try:
             cv.show(board, flt, follow_=args.follow, as_json=args.json)
         except KeyboardInterrupt:  # --follow ends with Ctrl-C; the campaign is another process
@@ -66,6 +73,7 @@ def _check_filters(board, args, hypothesis_id: int | None) -> None:
     import typing
 
     from blackboard.records import MessageKind
+
     kinds = typing.get_args(MessageKind)
     if args.kind is not None and args.kind not in kinds:
         raise UsageError(f"--kind {args.kind}: no such kind of message; kinds: {', '.join(kinds)}")
@@ -77,5 +85,7 @@ def _check_filters(board, args, hypothesis_id: int | None) -> None:
         raise UsageError(f"--kernel {args.kernel}: no such kernel in this campaign (kernels 1 to {count})")
     hyps = len(board.hypotheses())
     if hypothesis_id is not None and not 1 <= hypothesis_id <= hyps and not args.follow:
-        raise UsageError(f"--hypothesis H{hypothesis_id}: no such hypothesis in this campaign "
-                         f"({f'H1 to H{hyps}' if hyps else 'none yet'})")
+        raise UsageError(
+            f"--hypothesis H{hypothesis_id}: no such hypothesis in this campaign "
+            f"({f'H1 to H{hyps}' if hyps else 'none yet'})"
+        )

@@ -24,10 +24,18 @@ def _report(args) -> int:
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out}: exists and is not a folder")
     console = Console(stderr=True)
-    with open_existing(args.db) as board, Progress(
-            TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-            TimeElapsedColumn(), console=console, transient=True,
-            disable=not console.is_terminal) as bar:
+    with (
+        open_existing(args.db) as board,
+        Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+            disable=not console.is_terminal,
+        ) as bar,
+    ):
         task = bar.add_task("report", total=report.STEPS + 1)
 
         def step(name: str) -> None:

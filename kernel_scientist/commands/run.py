@@ -10,17 +10,27 @@ from ._args import add_overrides
 def add(sub) -> None:
     run = sub.add_parser("run", help="start a campaign from a scenario file")
     run.add_argument("scenario", type=Path)
-    run.add_argument("--db", type=Path, help="blackboard file to create "
-                     "(default: <campaign.out_dir>/<name>-seed<N>.sqlite)")
+    run.add_argument(
+        "--db", type=Path, help="blackboard file to create (default: <campaign.out_dir>/<name>-seed<N>.sqlite)"
+    )
     add_overrides(run, "override a scenario key, e.g. --set agents.engineers=4 (repeatable)")
     _add_views(run)
-    run.add_argument("--learn-from", type=Path, nargs="+", default=[], metavar="DB",
-                     help="earlier blackboards whose measured trials seed this campaign's findings and priors")
+    run.add_argument(
+        "--learn-from",
+        type=Path,
+        nargs="+",
+        default=[],
+        metavar="DB",
+        help="earlier blackboards whose measured trials seed this campaign's findings and priors",
+    )
     run.set_defaults(handler=_run)
     res = sub.add_parser("resume", help="continue a campaign from its blackboard file")
     res.add_argument("--db", type=Path, required=True)
-    add_overrides(res, "retune a limit for this run, e.g. --set evaluator.in_flight=2 (repeatable; "
-                  "the seed, task, backend and brain are fixed)")
+    add_overrides(
+        res,
+        "retune a limit for this run, e.g. --set evaluator.in_flight=2 (repeatable; "
+        "the seed, task, backend and brain are fixed)",
+    )
     _add_views(res)
     res.set_defaults(handler=_resume)
 

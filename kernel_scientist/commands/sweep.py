@@ -11,16 +11,32 @@ from ._args import UsageError, add_overrides, positive_int
 def add(sub) -> None:
     sw = sub.add_parser("sweep", help="run every combination of some scenario limits, over seeds")
     sw.add_argument("scenario", type=Path)
-    sw.add_argument("--vary", action="append", default=[], metavar="KEY=V1,V2",
-                    help="a scenario key and its values, e.g. --vary agents.engineers=1,2,4 (repeatable)")
+    sw.add_argument(
+        "--vary",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="a scenario key and its values, e.g. --vary agents.engineers=1,2,4 (repeatable)",
+    )
     sw.add_argument("--seeds", type=positive_int, default=1, help="seeds per setting (the scenario's seed onwards)")
-    sw.add_argument("--jobs", type=positive_int, default=None,
-                    help="campaigns at once (default: half the CPUs; with --ray, as many as the cluster takes)")
-    sw.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
-                    help="run the campaigns as Ray tasks across a cluster (ADDRESS: its head, e.g. 10.0.0.5:6379 "
-                    "or auto; none: a cluster on this machine, else a new local one); see docs/ray.md")
-    sw.add_argument("--out", type=Path, help="folder for the runs, sweep.json and sweep.png "
-                    "(default: runs/sweep-<scenario name>)")
+    sw.add_argument(
+        "--jobs",
+        type=positive_int,
+        default=None,
+        help="campaigns at once (default: half the CPUs; with --ray, as many as the cluster takes)",
+    )
+    sw.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="run the campaigns as Ray tasks across a cluster (ADDRESS: its head, e.g. 10.0.0.5:6379 "
+        "or auto; none: a cluster on this machine, else a new local one); see docs/ray.md",
+    )
+    sw.add_argument(
+        "--out", type=Path, help="folder for the runs, sweep.json and sweep.png (default: runs/sweep-<scenario name>)"
+    )
     add_overrides(sw, "override a scenario key in every run (repeatable)")
     sw.set_defaults(handler=_sweep)
 
@@ -33,6 +49,7 @@ def _sweep(args) -> int:
 
     from blackboard import load_scenario
     from kernel_scientist import sweep
+
     base = load_scenario(args.scenario, args.overrides)  # a broken scenario fails before any run
     axes = sweep.parse_vary(args.vary, args.scenario, args.overrides)
     out = args.out or Path(base.campaign.out_dir) / f"sweep-{base.campaign.name}"
@@ -49,10 +66,19 @@ def _sweep(args) -> int:
     jobs = args.jobs or (None if args.ray is not None else max(1, (os.cpu_count() or 2) // 2))
     err = Console(stderr=True)
     where = "" if args.ray is None else f" on the Ray cluster {args.ray or '(this machine)'}"
-    err.print(f"sweep: {len(runs)} campaigns ({len(runs) // len(seeds)} settings x {len(seeds)} seeds), "
-              f"{jobs or 'as many as fit'} at a time{where}, into {out}")
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=False, disable=not err.is_terminal) as bar:
+    err.print(
+        f"sweep: {len(runs)} campaigns ({len(runs) // len(seeds)} settings x {len(seeds)} seeds), "
+        f"{jobs or 'as many as fit'} at a time{where}, into {out}"
+    )
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
+        disable=not err.is_terminal,
+    ) as bar:
         task = bar.add_task("campaigns", total=len(runs))
 
         def done(r: sweep.RunResult) -> None:
@@ -64,8 +90,15 @@ def _sweep(args) -> int:
         else:
             results = sweep_ray.execute(args.scenario, runs, args.overrides, args.ray, jobs, done)
     simulated = base.evaluator.backend == "simulated"
-    summary = sweep.SweepSummary(scenario=str(args.scenario), simulated=simulated, overrides=args.overrides,
-                                 axes=axes, seeds=seeds, settings=sweep.summarise(results), runs=results)
+    summary = sweep.SweepSummary(
+        scenario=str(args.scenario),
+        simulated=simulated,
+        overrides=args.overrides,
+        axes=axes,
+        seeds=seeds,
+        settings=sweep.summarise(results),
+        runs=results,
+    )
     out.mkdir(parents=True, exist_ok=True)
     (out / "sweep.json").write_bytes(msgspec.json.format(msgspec.json.encode(summary)) + b"\n")
     png = sweep.plot(summary, out / "sweep.png")
@@ -75,13 +108,20 @@ def _sweep(args) -> int:
     for col in ("setting", "seeds", "best us", "vs seed", "evaluations", "utilisation", "rate used"):
         table.add_column(col, justify="left" if col == "setting" else "right")
     for s in summary.settings:
-        best = ("n/a" if s.best_us_mean is None or s.best_us_min is None or s.best_us_max is None
-                else f"{s.best_us_mean:.1f} ± {(s.best_us_max - s.best_us_min) / 2:.1f}")
-        table.add_row(sweep.setting_label(s.setting), str(s.seeds), best,
-                      "n/a" if s.speedup_vs_seed_mean is None else f"{s.speedup_vs_seed_mean:.2f}x",
-                      f"{s.evaluations_mean:.1f}",
-                      f"{s.utilisation_mean:.0%} ± {(s.utilisation_max - s.utilisation_min) / 2:.0%}",
-                      f"{s.rate_used_mean:.0%}")
+        best = (
+            "n/a"
+            if s.best_us_mean is None or s.best_us_min is None or s.best_us_max is None
+            else f"{s.best_us_mean:.1f} ± {(s.best_us_max - s.best_us_min) / 2:.1f}"
+        )
+        table.add_row(
+            sweep.setting_label(s.setting),
+            str(s.seeds),
+            best,
+            "n/a" if s.speedup_vs_seed_mean is None else f"{s.speedup_vs_seed_mean:.2f}x",
+            f"{s.evaluations_mean:.1f}",
+            f"{s.utilisation_mean:.0%} ± {(s.utilisation_max - s.utilisation_min) / 2:.0%}",
+            f"{s.rate_used_mean:.0%}",
+        )
     Console(width=max(120, Console().width)).print(table)
     failed = [r for r in results if not r.ok]
     for r in failed:

@@ -11,10 +11,16 @@ def add(sub) -> None:
     w = sub.add_parser("watch", help="live dashboard of a campaign (agents, queue, limits, progress)")
     w.add_argument("--db", type=Path, required=True)
     w.add_argument("--once", action="store_true", help="draw one frame and exit")
-    w.add_argument("--interval", type=positive_float, default=0.5, metavar="SECONDS",
-                   help="how often to check the file for changes (default 0.5)")
-    w.add_argument("--exit-when-done", action="store_true",
-                   help="stop following once the campaign's closing message is drawn")
+    w.add_argument(
+        "--interval",
+        type=positive_float,
+        default=0.5,
+        metavar="SECONDS",
+        help="how often to check the file for changes (default 0.5)",
+    )
+    w.add_argument(
+        "--exit-when-done", action="store_true", help="stop following once the campaign's closing message is drawn"
+    )
     w.add_argument("--messages", type=positive_int, default=12, help="how many latest messages to show")
     w.add_argument("--svg", type=Path, metavar="FILE", help="with --once: also save the frame as SVG")
     w.add_argument("--width", type=positive_int, help="terminal width to draw for (default: the terminal's)")
@@ -25,14 +31,21 @@ def _watch(args) -> int:
     from rich.console import Console
 
     from kernel_scientist import dashboard
+
     if args.svg and not args.once:
         raise UsageError("--svg needs --once (it saves one frame)")
     if args.svg and args.svg.is_dir():
         raise UsageError(f"--svg {args.svg}: is a folder; name the .svg file to write")
     console = Console(width=args.width, record=bool(args.svg))
     try:
-        dashboard.watch(args.db, once=args.once, poll_s=args.interval, console=console,
-                        stop_when_over=args.exit_when_done, messages=args.messages)
+        dashboard.watch(
+            args.db,
+            once=args.once,
+            poll_s=args.interval,
+            console=console,
+            stop_when_over=args.exit_when_done,
+            messages=args.messages,
+        )
     except KeyboardInterrupt:  # the campaign is another process: stopping the view stops nothing
         return 0
     if args.svg:

@@ -41,8 +41,9 @@ _CLASSES = (
     DirectLaunch,
 )
 # Crossover looks for the reference's techniques among the others: the catalogue is handed to it.
-_SINGLE: tuple[Technique, ...] = tuple(cls(lambda: catalogue_without_crossover()) if cls is Crossover else cls()
-                                       for cls in _CLASSES)
+_SINGLE: tuple[Technique, ...] = tuple(
+    cls(lambda: catalogue_without_crossover()) if cls is Crossover else cls() for cls in _CLASSES
+)
 _GEMM_COMPOUND = Compound([item for item in _SINGLE if "gemm" in item.kernels])
 _INSTANCES: tuple[Technique, ...] = _SINGLE + (_GEMM_COMPOUND,)
 

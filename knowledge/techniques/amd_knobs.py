@@ -46,7 +46,9 @@ class AmdKnobs(Technique):
             params: dict[str, Param] = dict(zip(_KEYS, choice))
             label = ", ".join(f"{key}={value}" for key, value in params.items())
             candidates.append(
-                self._variant(params, label, [f"on ROCm only, launch with {label}", "unchanged on CUDA and the CPU interpreter"])
+                self._variant(
+                    params, label, [f"on ROCm only, launch with {label}", "unchanged on CUDA and the CPU interpreter"]
+                )
             )
         return self._fresh(source, candidates)
 

@@ -102,8 +102,13 @@ class Compound(Technique):
             except NotApplicable:
                 continue
             steps = json.dumps([[p.name, v.params] for p, v in combo])
-            found.append(self._variant({"steps": steps}, " + ".join(v.label for _, v in combo),
-                                       [change for _, v in combo for change in v.changes]))
+            found.append(
+                self._variant(
+                    {"steps": steps},
+                    " + ".join(v.label for _, v in combo),
+                    [change for _, v in combo for change in v.changes],
+                )
+            )
             if len(found) == limit:
                 break
         return found

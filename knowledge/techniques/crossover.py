@@ -60,11 +60,17 @@ class Crossover(Technique):
         changes = self._tunable_changes(source, reference)
         if changes:
             label = ", ".join(f"{name}={value}" for name, value in changes.items())
-            found.append(self._variant({"adopt": "tunables"}, f"adopt tunables {label}", [f"set {label} from the reference"]))
+            found.append(
+                self._variant({"adopt": "tunables"}, f"adopt tunables {label}", [f"set {label} from the reference"])
+            )
         for other, params in self._differences(source, reference):
             label = ", ".join(f"{key}={value}" for key, value in params.items())
             found.append(
-                self._variant({"adopt": other.name}, f"adopt {other.name} ({label})", [f"apply {other.name} with {label}, as in the reference"])
+                self._variant(
+                    {"adopt": other.name},
+                    f"adopt {other.name} ({label})",
+                    [f"apply {other.name} with {label}, as in the reference"],
+                )
             )
         return found[:6]
 

@@ -87,8 +87,12 @@ def _sites(source: str) -> list[ast.Call]:
     kernels = _jit_functions(tree)
     found = []
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)
-                and isinstance(node.func.value, ast.Name) and node.func.value.id in kernels):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Subscript)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id in kernels
+        ):
             if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
                 continue  # *args / **kwargs: the call's arguments are not visible in the source
             found.append(node)
@@ -100,8 +104,10 @@ def _rewritten(source: str, call: ast.Call) -> str:
     segment = lambda node: ast.get_source_segment(source, node)  # noqa: E731 - keeps the author's text
     args = ", ".join(segment(a) for a in call.args)
     kwargs = ", ".join(f"{k.arg!r}: {segment(k.value)}" for k in call.keywords)
-    return (f"_ks_launch({call.func.value.id}, {segment(call.func.slice)}, "
-            f"({args}{',' if len(call.args) == 1 else ''}), {{{kwargs}}})")
+    return (
+        f"_ks_launch({call.func.value.id}, {segment(call.func.slice)}, "
+        f"({args}{',' if len(call.args) == 1 else ''}), {{{kwargs}}})"
+    )
 
 
 class DirectLaunch(Technique):
@@ -129,8 +135,10 @@ class DirectLaunch(Technique):
 
     def variants(self, source: str, reference: str | None = None) -> list[Variant]:
         self.detect(source)
-        changes = ["route every kernel[grid](...) launch through _ks_launch",
-                   "after the first launch per specialisation, call the compiled kernel directly"]
+        changes = [
+            "route every kernel[grid](...) launch through _ks_launch",
+            "after the first launch per specialisation, call the compiled kernel directly",
+        ]
         return self._fresh(source, [self._variant({"launch": "direct"}, "direct compiled launch", changes)])
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
@@ -141,11 +149,13 @@ class DirectLaunch(Technique):
         for call in sorted(_sites(source), key=lambda c: (c.lineno, c.col_offset), reverse=True):
             if call.lineno != call.end_lineno:  # a launch over several lines: join it into one
                 first, last = lines[call.lineno - 1], lines[call.end_lineno - 1]
-                text = first[: call.col_offset] + _rewritten(source, call) + last[call.end_col_offset:]
-                lines[call.lineno - 1: call.end_lineno] = [text]
+                text = first[: call.col_offset] + _rewritten(source, call) + last[call.end_col_offset :]
+                lines[call.lineno - 1 : call.end_lineno] = [text]
             else:
                 line = lines[call.lineno - 1]
-                lines[call.lineno - 1] = line[: call.col_offset] + _rewritten(source, call) + line[call.end_col_offset:]
+                lines[call.lineno - 1] = (
+                    line[: call.col_offset] + _rewritten(source, call) + line[call.end_col_offset :]
+                )
         out = "".join(lines)
         tree = ast.parse(out)
         imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]

@@ -31,8 +31,14 @@ if tiles < {CUS} and k_steps >= 4:
 
 _POLICIES = {
     "tiles_by_size": (_TILES, ["choose BLOCK_M/BLOCK_N (and warps) by m and n class"]),
-    "split_k_few_tiles": (_SPLIT, ["install split-K (default SPLIT_K = 1)", f"use SPLIT_K > 1 only when tiles < {CUS} and K has >= 4 blocks"]),
-    "both": (_TILES + _SPLIT, ["choose tiles by m and n class", f"then split K when tiles < {CUS} and K has >= 4 blocks"]),
+    "split_k_few_tiles": (
+        _SPLIT,
+        ["install split-K (default SPLIT_K = 1)", f"use SPLIT_K > 1 only when tiles < {CUS} and K has >= 4 blocks"],
+    ),
+    "both": (
+        _TILES + _SPLIT,
+        ["choose tiles by m and n class", f"then split K when tiles < {CUS} and K has >= 4 blocks"],
+    ),
 }
 
 
@@ -64,7 +70,10 @@ class ShapeDispatch(Technique):
     def variants(self, source: str, reference: str | None = None) -> list[Variant]:
         return self._fresh(
             source,
-            [self._variant({"policy": policy}, f"policy={policy}", changes) for policy, (_, changes) in _POLICIES.items()],
+            [
+                self._variant({"policy": policy}, f"policy={policy}", changes)
+                for policy, (_, changes) in _POLICIES.items()
+            ],
         )
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
@@ -84,5 +93,9 @@ class ShapeDispatch(Technique):
         # Before the AMD knobs (if any) so every override is in place when they are added.
         anchor = "# region: amd_knobs" if has(source, "amd_knobs") else "return cfg"
         return insert_near(
-            source, "select_config", anchor, f"# region: shape_dispatch\n{text}\n# endregion: shape_dispatch", after=False
+            source,
+            "select_config",
+            anchor,
+            f"# region: shape_dispatch\n{text}\n# endregion: shape_dispatch",
+            after=False,
         )

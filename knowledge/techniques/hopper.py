@@ -62,7 +62,8 @@ def to_fp16(a, b):
 def _copies_layout(source: str) -> bool:
     """Does the kernel copy its operands to another layout first (layout_prepass)?"""
     return has(source, "layout") and any(
-        line.strip() and not line.strip().startswith("#") for line in body(source, "layout"))
+        line.strip() and not line.strip().startswith("#") for line in body(source, "layout")
+    )
 
 
 class ConversionPrepass(Technique):
@@ -89,9 +90,11 @@ class ConversionPrepass(Technique):
         return {"operands": "fp16"} if has(source, "prepass") else None
 
     def variants(self, source: str, reference: str | None = None) -> list[Variant]:
-        changes = ["add a Triton kernel converting a and b from fp8 to fp16 in one launch (strides kept)",
-                   "convert both operands at the start of custom_kernel, into buffers reused per shape",
-                   "the GEMM's dot becomes a plain fp16 tl.dot with the scales applied per 128-deep K block"]
+        changes = [
+            "add a Triton kernel converting a and b from fp8 to fp16 in one launch (strides kept)",
+            "convert both operands at the start of custom_kernel, into buffers reused per shape",
+            "the GEMM's dot becomes a plain fp16 tl.dot with the scales applied per 128-deep K block",
+        ]
         return self._fresh(source, [self._variant({"operands": "fp16"}, "fp16 pre-pass", changes)])
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
@@ -100,16 +103,22 @@ class ConversionPrepass(Technique):
             return source
         require(source, "select_config", why=self.name)
         if _copies_layout(source):
-            raise NotApplicable(f"{self.name}: the layout pre-pass copies the operands already; undo it first "
-                                "(layout_prepass 'none') so one pass both converts and keeps the layout")
+            raise NotApplicable(
+                f"{self.name}: the layout pre-pass copies the operands already; undo it first "
+                "(layout_prepass 'none') so one pass both converts and keeps the layout"
+            )
         line, lhs, a, b = _dot_line(source)
         source = replace_line(source, "dot", line, f"{lhs}tl.dot({a}, {b})")
         source = insert_after_region(source, "select_config", _PREPASS_KERNEL)
-        return insert(source, "prepare", """
+        return insert(
+            source,
+            "prepare",
+            """
             # region: prepass
             a, b = to_fp16(a, b)  # one bandwidth-bound pass; the GEMM then multiplies fp16 tiles
             # endregion: prepass
-            """)
+            """,
+        )
 
 
 _LOAD_A = re.compile(r"^a\s*=\s*tl\.load\(")
@@ -152,9 +161,12 @@ class TensorDescriptors(Technique):
         return {"tma": True} if has(source, "descriptors") else None
 
     def variants(self, source: str, reference: str | None = None) -> list[Variant]:
-        changes = ["build tensor descriptors for a ([K, M] view), b ([K, N] view) and c in the kernel",
-                   "load each operand tile with desc.load([k0, tile offset]) (a transposed in registers)",
-                   "store the output tile with c_desc.store", "install a device allocator for the descriptors"]
+        changes = [
+            "build tensor descriptors for a ([K, M] view), b ([K, N] view) and c in the kernel",
+            "load each operand tile with desc.load([k0, tile offset]) (a transposed in registers)",
+            "store the output tile with c_desc.store",
+            "install a device allocator for the descriptors",
+        ]
         return self._fresh(source, [self._variant({"tma": True}, "TMA descriptors", changes)])
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
@@ -163,7 +175,9 @@ class TensorDescriptors(Technique):
             return source
         require(source, "select_config", "prepare", why=self.name)
         if _copies_layout(source):
-            raise NotApplicable(f"{self.name}: descriptors here read the column-major inputs; undo layout_prepass first")
+            raise NotApplicable(
+                f"{self.name}: descriptors here read the column-major inputs; undo layout_prepass first"
+            )
         epilogue = "\n".join(body(source, "epilogue"))
         if "tl.store(out_ptrs" not in epilogue or "atomic" in epilogue:
             raise NotApplicable(f"{self.name}: the epilogue is not the plain masked store (split-K or custom)")
@@ -174,21 +188,33 @@ class TensorDescriptors(Technique):
             raise NotApplicable(f"{self.name}: region loads has no `a = tl.load(...)` / `b = tl.load(...)` lines")
         source = replace_line(source, "loads", line_a, "a = a_desc.load([k0, pid_m * BLOCK_M]).T")
         source = replace_line(source, "loads", line_b, "b = b_desc.load([k0, pid_n * BLOCK_N])")
-        source = insert(source, "work_preamble", """
+        source = insert(
+            source,
+            "work_preamble",
+            """
             # region: descriptors
             # The operands are column-major: [K, M] and [K, N] row-major views, unit inner stride.
             a_desc = tl.make_tensor_descriptor(a_ptr, shape=[K, M], strides=[stride_ak, 1], block_shape=[BLOCK_K, BLOCK_M])
             b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_bk, 1], block_shape=[BLOCK_K, BLOCK_N])
             c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_cm, 1], block_shape=[BLOCK_M, BLOCK_N])
             # endregion: descriptors
-            """)
-        source = replace_body(source, "epilogue", """
+            """,
+        )
+        source = replace_body(
+            source,
+            "epilogue",
+            """
             c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_ptr.dtype.element_ty))
-            """)
-        source = insert(source, "prepare", """
+            """,
+        )
+        source = insert(
+            source,
+            "prepare",
+            """
             if a.stride(0) != 1 or b.stride(0) != 1 or c.stride(1) != 1:
                 raise ValueError("this kernel's tensor descriptors need column-major a and b and a row-major c")
-            """)
+            """,
+        )
         return insert_after_region(source, "select_config", _ALLOCATOR)
 
 
@@ -218,8 +244,10 @@ class WarpSpecialize(Technique):
         for line in body(source, "tile"):
             if _PERSISTENT_LOOP.match(line.strip()):
                 return line.strip()
-        raise NotApplicable(f"{self.name}: no persistent loop (`for work_id in range(tl.program_id(0), num_work, "
-                            "NUM_SMS)`); apply persistent first")
+        raise NotApplicable(
+            f"{self.name}: no persistent loop (`for work_id in range(tl.program_id(0), num_work, "
+            "NUM_SMS)`); apply persistent first"
+        )
 
     def detect(self, source: str) -> dict[str, Param] | None:
         return {"warp_specialize": True} if "warp_specialize=True" in self._loop(source) else None
@@ -233,5 +261,9 @@ class WarpSpecialize(Technique):
         line = self._loop(source)
         if self.detect(source) is not None:
             return source
-        return replace_line(source, "tile", line, "for work_id in tl.range(tl.program_id(0), num_work, NUM_SMS, "
-                            "flatten=True, warp_specialize=True):")
+        return replace_line(
+            source,
+            "tile",
+            line,
+            "for work_id in tl.range(tl.program_id(0), num_work, NUM_SMS, flatten=True, warp_specialize=True):",
+        )

@@ -55,7 +55,7 @@ def _rewrite(source: str, sites: list[ast.Constant], value: int) -> str:
     lines = source.splitlines(keepends=True)
     for node in sorted(sites, key=lambda n: (n.lineno, n.col_offset), reverse=True):
         line = lines[node.lineno - 1]
-        lines[node.lineno - 1] = line[: node.col_offset] + str(value) + line[node.end_col_offset:]
+        lines[node.lineno - 1] = line[: node.col_offset] + str(value) + line[node.end_col_offset :]
     return "".join(lines)
 
 
@@ -88,8 +88,11 @@ class BlockSize(Technique):
             for name, value in current.items():
                 new = int(int(value) * factor)
                 if 16 <= new <= 16384:
-                    out.append(self._variant({"name": name, "value": new}, f"{name}={new}",
-                                             [f"set {name} = {new} (was {value})"]))
+                    out.append(
+                        self._variant(
+                            {"name": name, "value": new}, f"{name}={new}", [f"set {name} = {new} (was {value})"]
+                        )
+                    )
         return out[:6]
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
@@ -117,8 +120,10 @@ class _LaunchKeyword(Technique):
         return {self.key: _value(sites[0][1])}
 
     def variants(self, source: str, reference: str | None = None) -> list[Variant]:
-        return self._fresh(source, [self._variant({self.key: v}, f"{self.key}={v}",
-                                                  [f"launch with {self.key}={v}"]) for v in self.choices])
+        return self._fresh(
+            source,
+            [self._variant({self.key: v}, f"{self.key}={v}", [f"launch with {self.key}={v}"]) for v in self.choices],
+        )
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
         self.detect(source)

@@ -38,8 +38,10 @@ class LayoutPrepass(Technique):
         if has(source, "descriptors") or has(source, "prepass"):
             # Tensor descriptors are built for the inputs' own layout, and the fp16 pre-pass keeps
             # it: a copy to K-contiguous rows would silently break both.
-            raise NotApplicable(f"{self.name}: the kernel reads the column-major inputs through descriptors "
-                                "or a conversion pre-pass; their layout is fixed")
+            raise NotApplicable(
+                f"{self.name}: the kernel reads the column-major inputs through descriptors "
+                "or a conversion pre-pass; their layout is fixed"
+            )
         if not has(source, "layout"):
             return None
         text = "\n".join(body(source, "layout"))
@@ -48,16 +50,24 @@ class LayoutPrepass(Technique):
 
     def variants(self, source: str, reference: str | None = None) -> list[Variant]:
         described = {"ab": "a and b", "a": "a only", "b": "b only"}
-        undo = [self._variant({"operands": "none"}, "no K-contiguous copies",
-                              ["remove the layout region's copies: the kernel loads the column-major inputs as given"])]
+        undo = [
+            self._variant(
+                {"operands": "none"},
+                "no K-contiguous copies",
+                ["remove the layout region's copies: the kernel loads the column-major inputs as given"],
+            )
+        ]
         return self._fresh(
             source,
-            ([] if not has(source, "layout") else undo) + [
+            ([] if not has(source, "layout") else undo)
+            + [
                 self._variant(
                     {"operands": key},
                     f"K-contiguous {described[key]}",
-                    [f"copy {described[key]} to K-contiguous (row-major) layout on the host before the launch",
-                     "the kernel loads through the new strides (K stride 1)"],
+                    [
+                        f"copy {described[key]} to K-contiguous (row-major) layout on the host before the launch",
+                        "the kernel loads through the new strides (K stride 1)",
+                    ],
                 )
                 for key in ("ab", "a", "b")
             ],

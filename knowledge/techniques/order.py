@@ -101,7 +101,10 @@ class XcdRemap(Technique):
                 self._variant(
                     {"NUM_XCDS": 8},
                     "NUM_XCDS=8",
-                    ["add a NUM_XCDS constexpr", "renumber work ids so each XCD gets one contiguous run before mapping to tiles"],
+                    [
+                        "add a NUM_XCDS constexpr",
+                        "renumber work ids so each XCD gets one contiguous run before mapping to tiles",
+                    ],
                 )
             ],
         )
@@ -182,7 +185,7 @@ class Persistent(Technique):
         if not lines or lines[0].strip() != "pid = tl.program_id(0)":
             raise NotApplicable(f"{self.name}: region tile must start with `pid = tl.program_id(0)`")
         indent = lines[0][: len(lines[0]) - len(lines[0].lstrip())]
-        rest = [("    " + line[len(indent):]) if line.strip() else "" for line in lines[1:]]
+        rest = [("    " + line[len(indent) :]) if line.strip() else "" for line in lines[1:]]
         new_body = "\n".join(
             [
                 "# Persistent: NUM_SMS programs stride through the work list.",

@@ -29,7 +29,7 @@ _CHANGES = {
     "precise": "call tl.dot on the fp8 tiles with max_num_imprecise_acc=0 (fp32 accumulation after every MMA)",
     "fast": "drop max_num_imprecise_acc=0: the hardware's default accumulation",
     "fp16_upcast": "convert both fp8 tiles to fp16 before an fp16 dot (exact for e4m3 values, one convert "
-                   "instruction per pair, fp32 accumulation at half the fp8 rate)",
+    "instruction per pair, fp32 accumulation at half the fp8 rate)",
     "bf16_upcast": "convert both fp8 tiles to bf16 before a bf16 dot (exact for e4m3 values, half the fp8 MFMA rate)",
     "fp32_upcast": "convert both fp8 tiles to fp32 before the dot (exact, far slower matrix path)",
 }

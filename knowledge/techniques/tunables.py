@@ -13,7 +13,9 @@ from .._regions import has, read_tunables, require, set_constant
 def _need(source: str, *names: str, why: str) -> dict[str, int]:
     require(source, "config", why=why)
     if has(source, "tuning"):
-        raise NotApplicable(f"{why}: the kernel picks its tile, warps and stages per shape itself (in-submission tuning)")
+        raise NotApplicable(
+            f"{why}: the kernel picks its tile, warps and stages per shape itself (in-submission tuning)"
+        )
     tunables = read_tunables(source)
     missing = [name for name in names if name not in tunables]
     if missing:
@@ -78,7 +80,9 @@ class _LaunchOption(Technique):
         return self._fresh(
             source,
             [
-                self._variant({self.key: value}, f"{self.key}={value}", [f"set {self.constant} = {value} in the config region"])
+                self._variant(
+                    {self.key: value}, f"{self.key}={value}", [f"set {self.constant} = {value} in the config region"]
+                )
                 for value in self.choices
             ],
         )

@@ -22,7 +22,12 @@ from .._regions import body, has, insert_after_region, parse, replace_body, requ
 # skipped at run time.
 _SPACES = {
     "tiles6": (
-        (128, 128, 8, 3), (128, 128, 4, 3), (64, 128, 4, 4), (128, 64, 4, 4), (64, 64, 4, 4), (128, 256, 8, 2),
+        (128, 128, 8, 3),
+        (128, 128, 4, 3),
+        (64, 128, 4, 4),
+        (128, 64, 4, 4),
+        (64, 64, 4, 4),
+        (128, 256, 8, 2),
     ),
     "tiles3": ((128, 128, 8, 3), (64, 128, 4, 4), (128, 64, 4, 4)),
 }
@@ -95,13 +100,22 @@ class InSubmissionTuning(Technique):
     def variants(self, source: str, reference: str | None = None) -> list[Variant]:
         if has(source, "tuning"):
             return []
-        return self._fresh(source, [
-            self._variant({"space": name}, f"tune {len(options)} settings per shape",
-                          [f"carry {len(options)} launch settings {list(options)} (BLOCK_M, BLOCK_N, warps, stages)",
-                           "on the first call of a shape time each with device events, keep the fastest",
-                           "wrap the grid and launch code in a local launch(cfg) function"])
-            for name, options in _SPACES.items()
-        ], limit=1)
+        return self._fresh(
+            source,
+            [
+                self._variant(
+                    {"space": name},
+                    f"tune {len(options)} settings per shape",
+                    [
+                        f"carry {len(options)} launch settings {list(options)} (BLOCK_M, BLOCK_N, warps, stages)",
+                        "on the first call of a shape time each with device events, keep the fastest",
+                        "wrap the grid and launch code in a local launch(cfg) function",
+                    ],
+                )
+                for name, options in _SPACES.items()
+            ],
+            limit=1,
+        )
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
         space = self._param(params, "space", tuple(_SPACES))
@@ -115,7 +129,8 @@ class InSubmissionTuning(Technique):
         indent = grid.indent
         moved = ["    " + line if line.strip() else "" for line in lines[grid.start : launch.end + 1]]
         wrapped = (
-            [f"{indent}def launch(cfg):"] + moved
+            [f"{indent}def launch(cfg):"]
+            + moved
             + [f"{indent}cfg = tuned((m, n, k), cfg, launch)", f"{indent}launch(cfg)"]
         )
         source = "\n".join(lines[: grid.start] + wrapped + lines[launch.end + 1 :]) + "\n"
@@ -178,8 +193,10 @@ class LeanHost(Technique):
         return {"launch": "compiled"} if has(source, "launch_cache") else None
 
     def variants(self, source: str, reference: str | None = None) -> list[Variant]:
-        changes = ["keep each compiled kernel per (grid, launch settings, integer arguments)",
-                   "call the compiled launcher directly after the first launch (the JIT path only once)"]
+        changes = [
+            "keep each compiled kernel per (grid, launch settings, integer arguments)",
+            "call the compiled launcher directly after the first launch (the JIT path only once)",
+        ]
         return self._fresh(source, [self._variant({"launch": "compiled"}, "direct compiled launch", changes)])
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
@@ -194,9 +211,13 @@ class LeanHost(Technique):
             raise NotApplicable(f"{self.name}: region launch must hold one `kernel[grid](` call ending in `**cfg`")
         match = _JIT_LAUNCH.match(opening[0])
         assert match is not None  # opening holds the lines it matches
-        new = [f"{match['indent']}launch_cached({match['kernel']}, grid, cfg," if line is opening[0] else line
-               for line in lines if line is not spread[0]]
+        new = [
+            f"{match['indent']}launch_cached({match['kernel']}, grid, cfg," if line is opening[0] else line
+            for line in lines
+            if line is not spread[0]
+        ]
         source = replace_body(source, "launch", "\n".join(new))
-        source = source.replace(_PREPASS_LAUNCH, 'launch_cached(fp8_to_fp16_kernel, grid, {"BLOCK": 4096}, '
-                                                 'a, b, a16, b16, na, nb)')
+        source = source.replace(
+            _PREPASS_LAUNCH, 'launch_cached(fp8_to_fp16_kernel, grid, {"BLOCK": 4096}, a, b, a16, b16, na, nb)'
+        )
         return insert_after_region(source, "select_config", _LAUNCH_CACHE)
