@@ -24,10 +24,9 @@ import zlib
 from dataclasses import dataclass, field
 
 import anyio
-
-from blackboard import Blackboard, HypothesisState, KernelState, Scenario, SubmissionState
-from blackboard.records import MessageKind
-from evaluator import Backend, Task
+from kernel_scientist.blackboard import Blackboard, HypothesisState, KernelState, Scenario, SubmissionState
+from kernel_scientist.blackboard.records import MessageKind
+from kernel_scientist.evaluator import Backend, Task
 
 from .brain import Brain, BrainError, BrainUnavailable, BudgetExhausted
 

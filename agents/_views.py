@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from blackboard import Blackboard, EvalReport, Evaluation, Kernel, Outcome, ShapeResult
+from kernel_scientist.blackboard import Blackboard, EvalReport, Evaluation, Kernel, Outcome, ShapeResult
 
 from .brain import KernelView
 

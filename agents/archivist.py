@@ -10,8 +10,7 @@ from __future__ import annotations
 import math
 
 import anyio
-
-from blackboard import Evaluation, KernelState, Outcome, SelectionState
+from kernel_scientist.blackboard import Evaluation, KernelState, Outcome, SelectionState
 
 from ._base import Agent
 from ._views import bounds_summary, kernel_view, uplift

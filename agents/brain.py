@@ -11,9 +11,8 @@ from __future__ import annotations
 from typing import Protocol
 
 import msgspec
-
-from blackboard import Outcome
-from evaluator import RuleFinding
+from kernel_scientist.blackboard import Outcome
+from kernel_scientist.evaluator import RuleFinding
 
 Params = dict[str, int | float | str | bool]
 

@@ -10,9 +10,8 @@ not compile is a build failure: it says nothing for or against the idea, so it i
 from __future__ import annotations
 
 import anyio
-
-from blackboard import HypothesisState, Kernel, KernelState, Outcome, SubmissionState, Verdict
-from evaluator import static_findings
+from kernel_scientist.blackboard import HypothesisState, Kernel, KernelState, Outcome, SubmissionState, Verdict
+from kernel_scientist.evaluator import static_findings
 
 from ._base import SEED_PRIORITY, Agent
 from ._views import observed_uplift

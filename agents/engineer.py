@@ -10,8 +10,7 @@ import functools
 from pathlib import Path
 
 import anyio
-
-from blackboard import HypothesisState, KernelState
+from kernel_scientist.blackboard import HypothesisState, KernelState
 
 from ._base import Agent
 from .brain import CannotImplement, ImplementView

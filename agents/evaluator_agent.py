@@ -14,8 +14,7 @@ from __future__ import annotations
 import zlib
 
 import anyio
-
-from blackboard import EvalReport, Submission, SubmissionState, metrics
+from kernel_scientist.blackboard import EvalReport, Submission, SubmissionState, metrics
 
 from ._base import SEED_PRIORITY, Agent
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import random
 
-import knowledge
-from blackboard import source_hash
+from kernel_scientist.blackboard import source_hash
+
+from kernel_scientist import knowledge
 
 from ._calibration import calibrate
 from .brain import (

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import anyio
 import msgspec
-
-from blackboard import LEARNED, Hypothesis, HypothesisState, SelectionState, Verdict
+from kernel_scientist.blackboard import LEARNED, Hypothesis, HypothesisState, SelectionState, Verdict
 
 from ._base import Agent
 from ._calibration import calibrate

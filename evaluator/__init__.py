@@ -9,16 +9,16 @@ scenario's ``[evaluator]`` table) and ``BackendUnavailable``, ``SimulatedBackend
 modules. The evaluator depends on ``blackboard.records`` only, for its result Structs.
 """
 
-from evaluator._backend import Backend, BackendUnavailable, make_backend
-from evaluator._devices import DEVICES, DeviceSpec, spec_for, speed_of_light_us
-from evaluator._local import LocalBackend
-from evaluator._model import MODEL_VERSION
-from evaluator._ray import ClusterError, ClusterLost, RayBackend, join_cluster
-from evaluator._rules import RuleFinding, static_findings
-from evaluator._sandbox import SandboxError
-from evaluator._simulated import SimulatedBackend
-from evaluator._task import Task, TaskError, TaskMeta, geomean, load_task
-from evaluator._wire import Launch, TensorArg, TorchOp
+from kernel_scientist.evaluator._backend import Backend, BackendUnavailable, make_backend
+from kernel_scientist.evaluator._devices import DEVICES, DeviceSpec, spec_for, speed_of_light_us
+from kernel_scientist.evaluator._local import LocalBackend
+from kernel_scientist.evaluator._model import MODEL_VERSION
+from kernel_scientist.evaluator._ray import ClusterError, ClusterLost, RayBackend, join_cluster
+from kernel_scientist.evaluator._rules import RuleFinding, static_findings
+from kernel_scientist.evaluator._sandbox import SandboxError
+from kernel_scientist.evaluator._simulated import SimulatedBackend
+from kernel_scientist.evaluator._task import Task, TaskError, TaskMeta, geomean, load_task
+from kernel_scientist.evaluator._wire import Launch, TensorArg, TorchOp
 
 __all__ = [
     "Backend",

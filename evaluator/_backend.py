@@ -17,12 +17,12 @@ from __future__ import annotations
 from types import TracebackType
 from typing import TYPE_CHECKING, Protocol
 
-from blackboard.config import EvaluatorConfig
-from blackboard.records import EvalReport
+from kernel_scientist.blackboard.config import EvaluatorConfig
+from kernel_scientist.blackboard.records import EvalReport
 
 if TYPE_CHECKING:
-    from evaluator._devices import DeviceSpec
-    from evaluator._task import Task
+    from kernel_scientist.evaluator._devices import DeviceSpec
+    from kernel_scientist.evaluator._task import Task
 
 
 class Backend(Protocol):
@@ -61,9 +61,9 @@ def make_backend(
 ) -> Backend:
     """The backend ``cfg`` asks for, for ``task``. ``setting`` names where the choice was made and
     ``instead`` what to use on a machine without a GPU, for the error message."""
-    from evaluator._local import LocalBackend
-    from evaluator._ray import ClusterError, RayBackend
-    from evaluator._simulated import SimulatedBackend
+    from kernel_scientist.evaluator._local import LocalBackend
+    from kernel_scientist.evaluator._ray import ClusterError, RayBackend
+    from kernel_scientist.evaluator._simulated import SimulatedBackend
 
     where = setting or f"evaluator.backend = '{cfg.backend}'"
     if cfg.backend == "simulated":

@@ -21,7 +21,7 @@ import inspect
 import re
 from collections.abc import Callable, Iterator
 
-from evaluator._wire import Launch, TensorArg, TorchOp
+from kernel_scientist.evaluator._wire import Launch, TensorArg, TorchOp
 
 _LAUNCH_OPTIONS = {
     "num_warps",

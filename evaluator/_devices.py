@@ -9,8 +9,7 @@ from __future__ import annotations
 from typing import Literal
 
 import msgspec
-
-from blackboard.records import Shape
+from kernel_scientist.blackboard.records import Shape
 
 
 class DeviceSpec(msgspec.Struct, frozen=True):

@@ -12,8 +12,7 @@ import struct
 import time
 
 import msgspec
-
-from evaluator._wire import AnyFrame
+from kernel_scientist.evaluator._wire import AnyFrame
 
 _HEADER = struct.Struct(">I")
 MAX_FRAME = 256 * 2**20

@@ -1,4 +1,4 @@
-"""One candidate on one GPU: ``python -m evaluator._gpu_harness RESULT_FD`` (a fresh process each;
+"""One candidate on one GPU: ``python -m kernel_scientist.evaluator._gpu_harness RESULT_FD`` (a fresh process each;
 with ``GpuRequest.device == "cpu"`` the same protocol runs under Triton's interpreter, for tests).
 
 The trusted parent (``_local.LocalBackend``) sends a ``GpuRequest`` on stdin (the seeds are already
@@ -35,13 +35,12 @@ import traceback
 from pathlib import Path
 
 import msgspec
-
-from evaluator._capture import heavy_op_verdict, torch_recorder
-from evaluator._lifetime import die_with_parent
-from evaluator._rundir import generate_input, import_reference, import_submission, isolate_candidate
-from evaluator._task import check_failure, task_flops
-from evaluator._values import clone_data, modified_inputs, not_plain, prefill_output
-from evaluator._wire import GpuRequest, GpuResult, GpuStatus, ShapeSamples
+from kernel_scientist.evaluator._capture import heavy_op_verdict, torch_recorder
+from kernel_scientist.evaluator._lifetime import die_with_parent
+from kernel_scientist.evaluator._rundir import generate_input, import_reference, import_submission, isolate_candidate
+from kernel_scientist.evaluator._task import check_failure, task_flops
+from kernel_scientist.evaluator._values import clone_data, modified_inputs, not_plain, prefill_output
+from kernel_scientist.evaluator._wire import GpuRequest, GpuResult, GpuStatus, ShapeSamples
 
 
 def _versions() -> dict[str, str]:

@@ -27,13 +27,12 @@ from typing import Literal
 
 import anyio
 import msgspec
-
-from blackboard.records import EvalReport, Outcome, Provenance, Shape, ShapeResult
-from evaluator._devices import DeviceSpec, l2_flush_bytes, spec_for
-from evaluator._rules import rule_verdict
-from evaluator._sandbox import last_output, scrubbed_env
-from evaluator._task import Task, mix_seed
-from evaluator._wire import OUTCOME_OF, GpuRequest, GpuResult
+from kernel_scientist.blackboard.records import EvalReport, Outcome, Provenance, Shape, ShapeResult
+from kernel_scientist.evaluator._devices import DeviceSpec, l2_flush_bytes, spec_for
+from kernel_scientist.evaluator._rules import rule_verdict
+from kernel_scientist.evaluator._sandbox import last_output, scrubbed_env
+from kernel_scientist.evaluator._task import Task, mix_seed
+from kernel_scientist.evaluator._wire import OUTCOME_OF, GpuRequest, GpuResult
 
 _HOST_SLACK = 1.5  # host time beyond 1.5x the events (+ launch slack) means work the events missed
 _HOST_SLACK_US = 300.0
@@ -352,7 +351,7 @@ def run_harness(req: GpuRequest, gpu: str, timeout_s: float, output_limit: int) 
     began = time.perf_counter()
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "evaluator._gpu_harness", str(write_fd)],
+            [sys.executable, "-m", "kernel_scientist.evaluator._gpu_harness", str(write_fd)],
             cwd=workdir,
             env=env,
             stdin=subprocess.PIPE,

@@ -63,10 +63,9 @@ import functools
 import math
 
 import msgspec
-
-from blackboard.records import Shape
-from evaluator._devices import DeviceSpec
-from evaluator._wire import Capture, Launch, TensorArg, TorchOp
+from kernel_scientist.blackboard.records import Shape
+from kernel_scientist.evaluator._devices import DeviceSpec
+from kernel_scientist.evaluator._wire import Capture, Launch, TensorArg, TorchOp
 
 MODEL_VERSION = "ks-analytic-gemm/0.2"
 

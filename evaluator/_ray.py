@@ -38,13 +38,12 @@ import time
 
 import anyio
 import msgspec
-
-from blackboard.records import EvalReport, Outcome
-from evaluator._devices import l2_flush_bytes, spec_for
-from evaluator._local import CPU_DEVICE, HarnessRun, LocalBackend, Where, run_harness
-from evaluator._rules import rule_verdict
-from evaluator._task import Task
-from evaluator._wire import GpuRequest
+from kernel_scientist.blackboard.records import EvalReport, Outcome
+from kernel_scientist.evaluator._devices import l2_flush_bytes, spec_for
+from kernel_scientist.evaluator._local import CPU_DEVICE, HarnessRun, LocalBackend, Where, run_harness
+from kernel_scientist.evaluator._rules import rule_verdict
+from kernel_scientist.evaluator._task import Task
+from kernel_scientist.evaluator._wire import GpuRequest
 
 ATTEMPTS = 3  # submissions of one evaluation whose node or worker died, before it counts as a crash
 _POLL_S = 0.5  # how long one ray.wait blocks a worker thread

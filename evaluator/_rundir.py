@@ -17,7 +17,7 @@ import sys
 import types
 from pathlib import Path
 
-from blackboard.records import Shape
+from kernel_scientist.blackboard.records import Shape
 
 
 class _RunDirectory(importlib.abc.MetaPathFinder):

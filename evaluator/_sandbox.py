@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from evaluator._framing import ChannelClosed, FrameTimeout, read_frame, write_frame
-from evaluator._wire import ChildRequest, Finished, Job, Ready, Started
+from kernel_scientist.evaluator._framing import ChannelClosed, FrameTimeout, read_frame, write_frame
+from kernel_scientist.evaluator._wire import ChildRequest, Finished, Job, Ready, Started
 
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE", re.IGNORECASE)
 _DROP_PREFIXES = ("KS_", "ANTHROPIC", "OPENAI", "AWS_", "GOOGLE_", "AZURE_", "HF_", "GITHUB_", "SSH_")
@@ -87,7 +87,7 @@ class ForkServer:
         log = Path(self._cwd) / "server.log"
         with log.open("ab") as err:  # the child keeps its own copy of the descriptor
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "evaluator._server"],
+                [sys.executable, "-m", "kernel_scientist.evaluator._server"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=err,

@@ -23,17 +23,22 @@ from typing import Literal
 
 import msgspec
 import numpy as np
-
-from blackboard.records import EvalReport, Outcome, Provenance, Shape, ShapeResult
-from evaluator._child import recheck_index
-from evaluator._devices import DEVICES
-from evaluator._model import MODEL_VERSION, ModelInfeasible, ModelUnsupported, capture_time_us, is_vector_gemm
-from evaluator._rules import rule_verdict
-from evaluator._rundir import generate_input, import_reference
-from evaluator._sandbox import ForkServer, JobOutcome, last_output
-from evaluator._task import Task, check_failure, mix_seed, task_flops
-from evaluator._values import decode_output
-from evaluator._wire import OUTCOME_OF, CheckOutput, ChildRequest, ChildResult
+from kernel_scientist.blackboard.records import EvalReport, Outcome, Provenance, Shape, ShapeResult
+from kernel_scientist.evaluator._child import recheck_index
+from kernel_scientist.evaluator._devices import DEVICES
+from kernel_scientist.evaluator._model import (
+    MODEL_VERSION,
+    ModelInfeasible,
+    ModelUnsupported,
+    capture_time_us,
+    is_vector_gemm,
+)
+from kernel_scientist.evaluator._rules import rule_verdict
+from kernel_scientist.evaluator._rundir import generate_input, import_reference
+from kernel_scientist.evaluator._sandbox import ForkServer, JobOutcome, last_output
+from kernel_scientist.evaluator._task import Task, check_failure, mix_seed, task_flops
+from kernel_scientist.evaluator._values import decode_output
+from kernel_scientist.evaluator._wire import OUTCOME_OF, CheckOutput, ChildRequest, ChildResult
 
 _result_decoder = msgspec.msgpack.Decoder(ChildResult)
 
@@ -129,9 +134,9 @@ class SimulatedBackend:
         the "speed-up over reference" anchor. Its torch work is recorded on meta tensors in this
         process (no candidate code runs, so no sandbox is needed); deterministic, no noise, and
         ``duration_s`` 0 since no service is consulted."""
-        from evaluator._capture import capture_launches
-        from evaluator._child import meta_inputs
-        from evaluator._wire import Capture, Launch, TorchOp
+        from kernel_scientist.evaluator._capture import capture_launches
+        from kernel_scientist.evaluator._child import meta_inputs
+        from kernel_scientist.evaluator._wire import Capture, Launch, TorchOp
 
         if self._reference is None:
             self._reference = import_reference(self.task.modules)

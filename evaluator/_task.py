@@ -30,8 +30,7 @@ from pathlib import Path
 from typing import Literal
 
 import msgspec
-
-from blackboard.records import Arg, Shape
+from kernel_scientist.blackboard.records import Arg, Shape
 
 
 class TaskError(Exception):

@@ -10,8 +10,8 @@ the output (docs/evaluator-attacks.md).
 
 from __future__ import annotations
 
-from evaluator._task import TaskMeta, tensor_bytes
-from evaluator._wire import ScalarValue, SeqValue, TensorValue, Value
+from kernel_scientist.evaluator._task import TaskMeta, tensor_bytes
+from kernel_scientist.evaluator._wire import ScalarValue, SeqValue, TensorValue, Value
 
 
 def tensors_of(data) -> list:

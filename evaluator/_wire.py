@@ -11,9 +11,8 @@ from __future__ import annotations
 from typing import Literal
 
 import msgspec
-
-from blackboard.records import Outcome, Shape
-from evaluator._task import TaskMeta
+from kernel_scientist.blackboard.records import Outcome, Shape
+from kernel_scientist.evaluator._task import TaskMeta
 
 
 class TensorArg(msgspec.Struct, frozen=True):

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import trio.testing
 
-from agents import (
+from kernel_scientist.agents import (
     Archivist,
     Brain,
     CampaignClock,
@@ -30,7 +30,7 @@ from agents import (
     OfflineBrain,
     Theorist,
 )
-from blackboard import (
+from kernel_scientist.blackboard import (
     SEED_AUTHOR,
     Blackboard,
     BlackboardError,
@@ -44,7 +44,7 @@ from blackboard import (
     scenario_from_json,
     scenario_json,
 )
-from evaluator import Backend, Task
+from kernel_scientist.evaluator import Backend, Task
 
 from . import logs
 from .status import finished_at
@@ -93,7 +93,7 @@ def resume(db: Path, listeners: Sequence[Callable[[Message], None]] = (), overri
     """Continue a campaign from its blackboard file (after a crash, kill -9 or Ctrl-C), optionally
     with retuned limits (``evaluator.in_flight=2``) for this run. Raises NothingToResume, having
     written nothing, when the campaign has closed and ``campaign.hours`` was not extended."""
-    from blackboard import open_existing
+    from kernel_scientist.blackboard import open_existing
 
     with open_existing(db) as board:  # read-only: every check happens before the first write
         scenario = scenario_from_json(board.campaign().config_json)
@@ -118,13 +118,13 @@ def _run(
     retuned: Sequence[str] = (),
     lessons: Sequence[Any] = (),
 ) -> Outcome:
-    from evaluator import load_task, make_backend
     from kernel_scientist import learn
+    from kernel_scientist.evaluator import load_task, make_backend
 
     wall = time.perf_counter()
     # Everything that can refuse to start does so before the blackboard file exists.
     if scenario.agents.brain != "offline":
-        from agents.llm import LLMService
+        from kernel_scientist.agents.llm import LLMService
 
         LLMService.preflight(scenario)
     task = load_task(scenario.task_path())
@@ -255,7 +255,7 @@ def _is_interrupt(exc: BaseException) -> bool:
 def _lost(exc: BaseException):
     """The ClusterError (a lost cluster, or a host that cannot run the harness) that ended the
     agents, alone or inside the task groups' exception groups."""
-    from evaluator import ClusterError
+    from kernel_scientist.evaluator import ClusterError
 
     if isinstance(exc, ClusterError):
         return exc
@@ -279,7 +279,7 @@ async def _agents(board: Blackboard, scenario: Scenario, clock: CampaignClock, b
 
     service = None
     if scenario.agents.brain != "offline":  # a language model (or its recording) thinks
-        from agents.llm import LLMService
+        from kernel_scientist.agents.llm import LLMService
 
         service = LLMService(scenario, board, clock.now)
 

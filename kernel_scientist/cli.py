@@ -34,9 +34,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _handle(args) -> int:
-    from blackboard import BlackboardError, ScenarioError
-    from evaluator import BackendUnavailable, ClusterError, TaskError
+    from kernel_scientist.blackboard import BlackboardError, ScenarioError
     from kernel_scientist.campaign import Interrupted, Stopped
+    from kernel_scientist.evaluator import BackendUnavailable, ClusterError, TaskError
 
     try:
         return args.handler(args)

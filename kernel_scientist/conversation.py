@@ -15,7 +15,7 @@ from typing import TextIO
 
 import msgspec
 
-from blackboard import Blackboard, Hypothesis, Message
+from kernel_scientist.blackboard import Blackboard, Hypothesis, Message
 
 from .logs import render
 

@@ -22,7 +22,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from blackboard import (
+from kernel_scientist.blackboard import (
     Blackboard,
     HypothesisState,
     KernelState,

@@ -17,7 +17,7 @@ import textwrap
 
 import msgspec
 
-from blackboard import Blackboard, Kernel
+from kernel_scientist.blackboard import Blackboard, Kernel
 
 # The GPU names the leaderboard's `#!POPCORN gpus` line accepts, and the device-name marker of each.
 LEADERBOARD_GPUS = (

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import msgspec
 
-from blackboard import LEARNED, Blackboard, BlackboardError, open_existing
+from kernel_scientist.blackboard import LEARNED, Blackboard, BlackboardError, open_existing
 
 
 class Lesson(msgspec.Struct, frozen=True):

@@ -17,7 +17,7 @@ from loguru import logger
 from rich.console import Console
 from rich.text import Text
 
-from blackboard import Message
+from kernel_scientist.blackboard import Message
 
 # One colour per agent, in rich's names (rich draws every coloured line of the CLI: this
 # conversation, ``logs``, ``watch``, the progress bars); warnings and errors in ALARM.

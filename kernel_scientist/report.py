@@ -23,7 +23,7 @@ matplotlib.use("Agg")  # before pyplot: render to files only, never a window
 import matplotlib.pyplot as plt  # noqa: E402
 import msgspec  # noqa: E402
 
-from blackboard import (  # noqa: E402
+from kernel_scientist.blackboard import (  # noqa: E402
     Blackboard,
     Evaluation,
     Kernel,

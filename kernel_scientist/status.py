@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
-from blackboard import Blackboard, Evaluation, KernelState, metrics, seed_evaluation, seed_score
-from evaluator import geomean
+from kernel_scientist.blackboard import Blackboard, Evaluation, KernelState, metrics, seed_evaluation, seed_score
+from kernel_scientist.evaluator import geomean
 
 
 class Entry(msgspec.Struct, frozen=True):

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import msgspec
 
-from blackboard import ScenarioError, load_scenario, metrics, open_existing
+from kernel_scientist.blackboard import ScenarioError, load_scenario, metrics, open_existing
 
 from . import status as status_mod
 

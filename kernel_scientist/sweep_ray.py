@@ -24,7 +24,7 @@ from typing import Callable
 
 import msgspec
 
-from blackboard import ScenarioError, load_scenario, open_existing
+from kernel_scientist.blackboard import ScenarioError, load_scenario, open_existing
 
 from . import logs
 from .sweep import Run, RunResult, command, measure
@@ -64,7 +64,7 @@ def carry(scenario: Path, overrides: list[str]) -> tuple[dict[str, bytes], str, 
     its files: list names, the seed kernel), keyed by their paths below their common folder, so
     that relative paths in the scenario still resolve on the node; and the override that points an
     absolute ``campaign.task`` at its copy. Raises ScenarioError."""
-    from evaluator import load_task
+    from kernel_scientist.evaluator import load_task
 
     sc = load_scenario(scenario, overrides)
     task = load_task(sc.task_path())
@@ -145,7 +145,7 @@ def run_campaign(carried: bytes) -> bytes:
 def join(address: str) -> None:
     """Join the cluster at ``address`` ("" = one on this machine, else a new local one), before
     anything is printed or run. Raises ScenarioError (one line)."""
-    from evaluator import ClusterError, join_cluster
+    from kernel_scientist.evaluator import ClusterError, join_cluster
 
     try:
         join_cluster(address)

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent  # the checkout, for the default t
 
 def _kernel_from_source(what: str, source: str):
     """The submission's custom_kernel, imported from its own temporary folder."""
-    from evaluator.harness import import_submission
+    from kernel_scientist.evaluator.harness import import_submission
 
     fn = import_submission(source, Path(tempfile.mkdtemp()))
     if fn is None:
@@ -81,8 +81,7 @@ def _do_bench(fn, ref, shape) -> float:
     """The anchors' protocol: median of triton.testing.do_bench on one input set (it clears a
     256 MB buffer between calls), in us."""
     import triton
-
-    from evaluator.harness import generate_input
+    from kernel_scientist.evaluator.harness import generate_input
 
     data = generate_input(ref, shape, "cuda")
     return round(1000 * triton.testing.do_bench(lambda: fn(data), warmup=5, rep=25), 2)
@@ -104,8 +103,7 @@ def unseen_shapes(count: int, seed: int, limits=(8192, 32768, 16384)):
 
 def _with_unseen_shapes(task, count: int, seed: int):
     import msgspec
-
-    from blackboard.records import Shape
+    from kernel_scientist.blackboard.records import Shape
 
     if task.kernels() != "gemm":
         raise SystemExit("bench_leaderboard: --unseen draws m, n, k shapes: it needs a GEMM task")
@@ -149,7 +147,8 @@ def _arguments() -> argparse.Namespace:
 
 def _methods(args: argparse.Namespace, task, ref) -> dict:
     """What to time, by name: the anchors (less --skip), the files, the blackboards' kernels."""
-    from blackboard import open_existing
+    from kernel_scientist.blackboard import open_existing
+
     from kernel_scientist import status
 
     methods = {
@@ -174,7 +173,7 @@ def _methods(args: argparse.Namespace, task, ref) -> dict:
 
 def _time_method(name: str, fn, task, ref, req, flush, args: argparse.Namespace) -> list[dict]:
     """One method on every ranked shape: the leaderboard protocol, and the diagnoses asked for."""
-    from evaluator.harness import time_shape
+    from kernel_scientist.evaluator.harness import time_shape
 
     rows: list[dict] = []
     for shape in task.benchmarks:
@@ -234,7 +233,7 @@ def _time_method(name: str, fn, task, ref, req, flush, args: argparse.Namespace)
 
 def _summary(r: list[dict]) -> dict:
     """One method's geometric means (None where a shape has no time) and how many shapes passed."""
-    from evaluator import geomean
+    from kernel_scientist.evaluator import geomean
 
     times = [x["us"] for x in r if x["us"]]
     quick = [x["do_bench_us"] for x in r if x.get("do_bench_us")]
@@ -302,9 +301,8 @@ def _print_table(result: dict, task, sol: dict, args: argparse.Namespace) -> Non
 def main() -> int:
     import torch
     import triton
-
-    from evaluator import geomean, load_task, spec_for, speed_of_light_us
-    from evaluator.harness import GpuRequest, import_reference, l2_flush_bytes
+    from kernel_scientist.evaluator import geomean, load_task, spec_for, speed_of_light_us
+    from kernel_scientist.evaluator.harness import GpuRequest, import_reference, l2_flush_bytes
 
     args = _arguments()
     task = load_task(args.task)

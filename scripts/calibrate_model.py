@@ -42,8 +42,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from blackboard.records import Shape  # noqa: E402
-from evaluator import (  # noqa: E402
+from kernel_scientist.blackboard.records import Shape  # noqa: E402
+from kernel_scientist.evaluator import (  # noqa: E402
     DEVICES,
     Launch,
     TensorArg,
@@ -308,8 +308,7 @@ def _nelder_mead(f, x0, n: int, iters: int, restart: int):
 def submissions(data_paths: list[Path], device: str) -> list[dict]:
     """Predicted/measured for the seed, the reference and campaigns' best, where a sweep timed them."""
     import trio
-
-    from evaluator import SimulatedBackend, load_task
+    from kernel_scientist.evaluator import SimulatedBackend, load_task
 
     task = load_task(ROOT / "evaluator" / "tasks" / "amd_fp8_mm")
     rows = []

@@ -23,8 +23,7 @@ from pathlib import Path
 
 import anyio
 import msgspec
-
-from blackboard import EvalReport, Outcome
+from kernel_scientist.blackboard import EvalReport, Outcome
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,7 +48,7 @@ def solutions(folder: Path) -> list[tuple[Path, str]]:
 
 
 def backend_for(task, args):
-    from evaluator import LocalBackend, SimulatedBackend
+    from kernel_scientist.evaluator import LocalBackend, SimulatedBackend
 
     if args.smallest:
         task = msgspec.structs.replace(task, benchmarks=[min(task.tests, key=lambda s: s.work())])
@@ -61,7 +60,7 @@ def backend_for(task, args):
 
 
 def check(folder: Path, args) -> list[Row]:
-    from evaluator import TaskError, load_task
+    from kernel_scientist.evaluator import TaskError, load_task
 
     try:
         task = load_task(folder)

@@ -21,8 +21,7 @@ from pathlib import Path
 import torch
 import triton
 import triton.language as tl
-
-from evaluator import geomean
+from kernel_scientist.evaluator import geomean
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -550,8 +549,8 @@ def main() -> int:
     )
     p.add_argument("--configs", default="", help="BMxBNxWARPSxSTAGES,... (default: the built-in list)")
     args = p.parse_args()
-    from evaluator import load_task
-    from evaluator.harness import import_reference
+    from kernel_scientist.evaluator import load_task
+    from kernel_scientist.evaluator.harness import import_reference
 
     task = load_task(ROOT / "evaluator" / "tasks" / "amd_fp8_mm")
     ref = import_reference(task.modules)

@@ -35,8 +35,7 @@ from pathlib import Path
 import torch
 import triton
 import triton.language as tl
-
-from evaluator import geomean
+from kernel_scientist.evaluator import geomean
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -256,8 +255,8 @@ def summarise(rows: list[dict], shapes: list[str]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from evaluator import load_task
-    from evaluator.harness import import_reference
+    from kernel_scientist.evaluator import load_task
+    from kernel_scientist.evaluator.harness import import_reference
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--task", type=Path, default=ROOT / "evaluator" / "tasks" / "amd_fp8_mm")

@@ -22,8 +22,7 @@ from pathlib import Path
 
 import anyio
 import msgspec
-
-from blackboard import EvalReport, Outcome
+from kernel_scientist.blackboard import EvalReport, Outcome
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -178,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shape-budget", type=float, default=0.3, help="seconds of timing per shape")
     args = parser.parse_args(argv)
 
-    from evaluator import LocalBackend, load_task  # needs a GPU at construction, not at import
+    from kernel_scientist.evaluator import LocalBackend, load_task  # needs a GPU at construction, not at import
 
     task = load_task(args.task)
     attacks = load_attacks(args.attacks)

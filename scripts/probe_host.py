@@ -47,9 +47,8 @@ def main() -> int:
         raise SystemExit(f"probe_host: {args.file} is not a file")
 
     import torch
-
-    from evaluator import load_task
-    from evaluator.harness import generate_input, import_reference, import_submission, prefill_output
+    from kernel_scientist.evaluator import load_task
+    from kernel_scientist.evaluator.harness import generate_input, import_reference, import_submission, prefill_output
 
     task = load_task(args.task)
     ref = import_reference(task.modules)

@@ -46,9 +46,8 @@ def main() -> int:
 
     import msgspec
     import trio
-
-    from blackboard import Shape, open_existing
-    from evaluator import LocalBackend, RayBackend, load_task
+    from kernel_scientist.blackboard import Shape, open_existing
+    from kernel_scientist.evaluator import LocalBackend, RayBackend, load_task
 
     task = load_task(args.task)
     if args.small:

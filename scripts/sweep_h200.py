@@ -312,8 +312,8 @@ def main(argv: list[str] | None = None) -> int:
             "sweep_h200: --dry-run runs the kernels in Triton's interpreter; set TRITON_INTERPRET=1 in the environment"
         )
 
-    from evaluator import geomean, load_task
-    from evaluator._rundir import import_reference, import_submission
+    from kernel_scientist.evaluator import geomean, load_task
+    from kernel_scientist.evaluator._rundir import import_reference, import_submission
 
     started = time.monotonic()
     cuda = not args.dry_run

@@ -24,7 +24,7 @@ def cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict | N
 def fingerprint(db):
     """What must be identical between two runs of one scenario and seed: every kernel, evaluation
     and message, in order (wall-clock fields left out)."""
-    from blackboard import open_existing
+    from kernel_scientist.blackboard import open_existing
 
     with open_existing(db) as board:
         kernels = [

@@ -15,14 +15,13 @@ import os
 import time
 from pathlib import Path
 
+import kernel_scientist.evaluator._simulated as simulated
 import msgspec
 import pytest
 from evaluator_kernels import BETTER
-
-import evaluator._simulated as simulated
-from blackboard.records import EvalReport, Outcome, Provenance, Shape
-from evaluator import SimulatedBackend, load_task, static_findings
-from evaluator._wire import ChildRequest
+from kernel_scientist.blackboard.records import EvalReport, Outcome, Provenance, Shape
+from kernel_scientist.evaluator import SimulatedBackend, load_task, static_findings
+from kernel_scientist.evaluator._wire import ChildRequest
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = load_task(ROOT / "evaluator" / "tasks" / "amd_fp8_mm")

@@ -4,8 +4,7 @@ import sqlite3
 
 import anyio
 import pytest
-
-from blackboard import (
+from kernel_scientist.blackboard import (
     SCHEMA_VERSION,
     Blackboard,
     BlackboardError,

@@ -12,8 +12,7 @@ import time
 import msgspec
 import pytest
 from _support import ROOT, SCENARIOS, cli, fingerprint
-
-from blackboard import KernelState, open_existing, scenario_from_json
+from kernel_scientist.blackboard import KernelState, open_existing, scenario_from_json
 
 AGENTS = {"archivist", "theorist", "critic", "evaluator", "engineer-1", "engineer-2"}
 

@@ -19,8 +19,8 @@ from importlib.metadata import version
 import pytest
 from _support import ROOT, SCENARIOS, cli
 from _watch_campaign import smoke_campaign  # noqa: F401  (a session fixture)
+from kernel_scientist.blackboard import open_existing
 
-from blackboard import open_existing
 from kernel_scientist import cli as ks_cli
 
 SMOKE = SCENARIOS / "smoke.toml"
@@ -316,7 +316,7 @@ def test_every_command_with_bad_arguments_is_one_line_and_exit_2(smoke_campaign,
 
 def test_evaluate_defaults_to_the_scenario_timeout():
     """A hanging file holds `evaluate` no longer than a campaign's default would (not ten minutes)."""
-    from blackboard.config import EvaluatorConfig
+    from kernel_scientist.blackboard.config import EvaluatorConfig
 
     proc = cli("evaluate", "--help")
     assert proc.returncode == 0

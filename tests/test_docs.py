@@ -4,9 +4,8 @@ import pathlib
 import re
 
 from _support import ROOT
-
-from blackboard import Scenario
-from blackboard._keys import reference
+from kernel_scientist.blackboard import Scenario
+from kernel_scientist.blackboard._keys import reference
 
 ROW = re.compile(r"^\| `(?P<key>[\w.]+)` \| (?P<default>[^|]*) \| (?P<accepts>[^|]*) \|")
 

@@ -19,9 +19,8 @@ from evaluator_kernels import (
     SYNTAX_ERROR,
     WRITES_INPUT,
 )
-
-from blackboard.records import Outcome
-from evaluator import SimulatedBackend, load_task
+from kernel_scientist.blackboard.records import Outcome
+from kernel_scientist.evaluator import SimulatedBackend, load_task
 
 TASK = load_task(Path(__file__).resolve().parents[1] / "evaluator" / "tasks" / "amd_fp8_mm")
 TIMEOUT_S = 4.0

@@ -5,11 +5,10 @@ from __future__ import annotations
 import itertools
 
 import pytest
-
-from blackboard.records import Shape
-from evaluator import DEVICES, Launch, TensorArg, TorchOp, speed_of_light_us
-from evaluator._model import ModelInfeasible, capture_time_us, launch_time_us
-from evaluator._wire import Capture
+from kernel_scientist.blackboard.records import Shape
+from kernel_scientist.evaluator import DEVICES, Launch, TensorArg, TorchOp, speed_of_light_us
+from kernel_scientist.evaluator._model import ModelInfeasible, capture_time_us, launch_time_us
+from kernel_scientist.evaluator._wire import Capture
 
 BENCH = [
     Shape(1024, 1536, 7168),

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 from evaluator_kernels import BETTER, SEEDLIKE
-
-from evaluator import static_findings
+from kernel_scientist.evaluator import static_findings
 
 SEED = (Path(__file__).resolve().parents[1] / "evaluator" / "tasks" / "amd_fp8_mm" / "submission.py").read_text()
 

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import msgspec
 import pytest
-
-from blackboard.records import Outcome, Shape
-from evaluator import SimulatedBackend, load_task
-from evaluator._sandbox import ForkServer
-from evaluator._wire import ChildRequest, ChildResult
+from kernel_scientist.blackboard.records import Outcome, Shape
+from kernel_scientist.evaluator import SimulatedBackend, load_task
+from kernel_scientist.evaluator._sandbox import ForkServer
+from kernel_scientist.evaluator._wire import ChildRequest, ChildResult
 
 TASK = load_task(Path(__file__).resolve().parents[1] / "evaluator" / "tasks" / "amd_fp8_mm")
 
@@ -114,7 +113,7 @@ def test_a_killed_server_is_replaced(server):
 _ORPHAN_SCRIPT = """
 import sys
 from pathlib import Path
-from evaluator import SimulatedBackend, load_task
+from kernel_scientist.evaluator import SimulatedBackend, load_task
 import anyio
 root = Path(sys.argv[1])
 task = load_task(root / "evaluator" / "tasks" / "amd_fp8_mm")

@@ -6,8 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from evaluator import TaskError, load_task
+from kernel_scientist.evaluator import TaskError, load_task
 
 FOLDER = Path(__file__).resolve().parents[1] / "evaluator" / "tasks" / "amd_fp8_mm"
 
@@ -47,7 +46,7 @@ def test_a_broken_yml_names_the_file_and_the_problem(tmp_path):
 
 
 def test_the_public_surface_is_declared():
-    import evaluator
+    from kernel_scientist import evaluator
 
     expected = set(
         (

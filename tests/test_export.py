@@ -6,8 +6,8 @@ import ast
 import pytest
 from _support import cli
 from _watch_campaign import smoke_campaign  # noqa: F401  (a session fixture)
+from kernel_scientist.blackboard import Outcome, Verdict, open_existing
 
-from blackboard import Outcome, Verdict, open_existing
 from kernel_scientist.export import leaderboard_gpu
 
 
@@ -69,11 +69,10 @@ def test_the_gpu_line_comes_from_the_device_that_produced_the_score(device, gpu,
 async def test_a_kernel_that_did_not_compile_is_a_build_failure_not_a_refutation(tmp_path):
     """The critic's verdict on a kernel that did not compile is build_failed (no evidence about the
     idea); a kernel that compiled and computed a wrong answer is refuted."""
+    from kernel_scientist.agents._base import CampaignClock, Context
+    from kernel_scientist.agents.critic import Critic
+    from kernel_scientist.blackboard import Blackboard, HypothesisState, Scenario
     from test_blackboard import _hyp, _queued_kernel, _report
-
-    from agents._base import CampaignClock, Context
-    from agents.critic import Critic
-    from blackboard import Blackboard, HypothesisState, Scenario
 
     board = Blackboard(tmp_path / "b.sqlite")
     outcomes = (Outcome.PASSED, Outcome.COMPILE_ERROR, Outcome.WRONG_OUTPUT, Outcome.PASSED)

@@ -6,11 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from _support import ROOT, SCENARIOS, cli
-
-from agents._base import CampaignClock, Context
-from agents.archivist import Archivist
-from agents.evaluator_agent import evaluation_text
-from blackboard import (
+from kernel_scientist.agents._base import CampaignClock, Context
+from kernel_scientist.agents.archivist import Archivist
+from kernel_scientist.agents.evaluator_agent import evaluation_text
+from kernel_scientist.blackboard import (
     Blackboard,
     Campaign,
     EvalReport,
@@ -22,7 +21,7 @@ from blackboard import (
     load_scenario,
     scenario_json,
 )
-from evaluator import load_task
+from kernel_scientist.evaluator import load_task
 
 TASK = load_task(ROOT / "evaluator" / "tasks" / "amd_fp8_mm")
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 from _support import SCENARIOS, cli
-
-from blackboard import LEARNED, open_existing
+from kernel_scientist.blackboard import LEARNED, open_existing
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,8 @@ from collections import Counter
 
 import pytest
 from _support import SCENARIOS, cli, fingerprint
+from kernel_scientist.blackboard import KernelState, open_existing
 from llm_server import INJECTION, ScriptedServer
-
-from blackboard import KernelState, open_existing
 
 SECRET = "sk-ant-test-SECRET-4711"
 FAULTS = [

@@ -7,9 +7,8 @@ the campaign says so plainly at its end.
 """
 
 from _support import SCENARIOS, cli
+from kernel_scientist.blackboard import open_existing
 from llm_server import ScriptedServer
-
-from blackboard import open_existing
 
 HOURS = 8
 

@@ -6,13 +6,12 @@ import time
 import anyio
 import pytest
 from _support import SCENARIOS
+from kernel_scientist.agents import BrainError, BudgetExhausted
+from kernel_scientist.agents.brain import KernelView, SelectionView
+from kernel_scientist.agents.llm import LLMService, TransportError
+from kernel_scientist.blackboard import Blackboard, load_scenario
 from llm_server import ScriptedServer
 from loguru import logger
-
-from agents import BrainError, BudgetExhausted
-from agents.brain import KernelView, SelectionView
-from agents.llm import LLMService, TransportError
-from blackboard import Blackboard, load_scenario
 
 SECRET = "sk-ant-test-SECRET-0815"
 VIEW = SelectionView(
@@ -54,7 +53,7 @@ BRAINS = ["anthropic", "openai-compatible"]
 
 
 def _prompt_bytes(service):
-    from agents.llm import _prompts
+    from kernel_scientist.agents.llm import _prompts
 
     return len(_prompts.system().encode()) + len(_prompts.select(VIEW, service.cfg).encode())
 

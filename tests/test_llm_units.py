@@ -5,16 +5,24 @@ import sqlite3
 import msgspec
 import pytest
 from _support import ROOT, SCENARIOS
+from kernel_scientist.agents import BudgetExhausted
+from kernel_scientist.agents.brain import DesignView, ImplementView, KernelView, Prescreen, ReviewView
+from kernel_scientist.agents.llm import Ledger, Usage, _prompts, _wire, clean, fence, retry_after, truncate
+from kernel_scientist.agents.llm._transport import classify
+from kernel_scientist.blackboard import (
+    SCHEMA_VERSION,
+    Blackboard,
+    BlackboardError,
+    LLMCall,
+    Outcome,
+    ScenarioError,
+    load_scenario,
+)
+from kernel_scientist.blackboard._db import _MIGRATIONS
+from kernel_scientist.blackboard.config import LLMConfig, decode_scenario
+from kernel_scientist.evaluator import RuleFinding
 
-import knowledge
-from agents import BudgetExhausted
-from agents.brain import DesignView, ImplementView, KernelView, Prescreen, ReviewView
-from agents.llm import Ledger, Usage, _prompts, _wire, clean, fence, retry_after, truncate
-from agents.llm._transport import classify
-from blackboard import SCHEMA_VERSION, Blackboard, BlackboardError, LLMCall, Outcome, ScenarioError, load_scenario
-from blackboard._db import _MIGRATIONS
-from blackboard.config import LLMConfig, decode_scenario
-from evaluator import RuleFinding
+from kernel_scientist import knowledge
 
 SEED = (ROOT / "evaluator/tasks/amd_fp8_mm/submission.py").read_text()
 BIDI = "\u202e\u2066\u200b\ufeff\x1b[31m\x07"
@@ -194,7 +202,7 @@ def test_retrieval_ranks_findings_and_digests_by_relevance():
 
 
 def test_the_system_prompt_names_the_scenarios_problem_and_device(tmp_path):
-    from agents.llm import LLMService  # the service renders it once per campaign
+    from kernel_scientist.agents.llm import LLMService  # the service renders it once per campaign
 
     stencil = load_scenario(SCENARIOS / "stencil_h200.toml")
     with Blackboard(tmp_path / "b.sqlite") as board:

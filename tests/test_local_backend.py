@@ -10,11 +10,11 @@ import pytest
 import torch
 from _support import ROOT, SCENARIOS, cli
 from evaluator_kernels import BETTER
+from kernel_scientist.blackboard import Outcome, Shape
+from kernel_scientist.evaluator import LocalBackend, load_task, speed_of_light_us
+from kernel_scientist.evaluator._wire import GpuResult, ShapeSamples
 
-import knowledge
-from blackboard import Outcome, Shape
-from evaluator import LocalBackend, load_task, speed_of_light_us
-from evaluator._wire import GpuResult, ShapeSamples
+from kernel_scientist import knowledge
 
 TASK = ROOT / "evaluator" / "tasks" / "amd_fp8_mm"
 
@@ -46,7 +46,7 @@ def test_statistics_floor_and_flag_in_the_parent(local):
 def test_host_work_and_distance_to_the_limit_per_shape(local):
     """Each measured shape says how much of a call was host work and how far it is from the speed
     of light; the archivist's finding and the prompts' per-shape notes say it in words."""
-    from agents._views import bounds_summary, shape_note
+    from kernel_scientist.agents._views import bounds_summary, shape_note
 
     a, b, c = local.task.benchmarks[:3]
     result = GpuResult(
@@ -104,7 +104,7 @@ def test_amd_knobs_are_passed_only_on_rocm(tmp_path, monkeypatch):
 
 
 def test_fp8_flavour_follows_the_platform(monkeypatch):
-    from evaluator.harness import import_reference
+    from kernel_scientist.evaluator.harness import import_reference
 
     ref = import_reference(load_task(TASK).modules)
     monkeypatch.setattr(torch.version, "hip", "6.4.0")

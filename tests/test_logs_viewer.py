@@ -8,8 +8,8 @@ import msgspec
 import pytest
 from _support import ROOT, cli
 from _watch_campaign import smoke_campaign  # noqa: F401  (a session fixture)
+from kernel_scientist.blackboard import Blackboard, Message, open_existing
 
-from blackboard import Blackboard, Message, open_existing
 from kernel_scientist import conversation as cv
 
 

@@ -8,10 +8,9 @@ import random
 
 import trio
 from _support import ROOT
-
-from agents.brain import DesignView, KernelView, TrialView
-from agents.offline_brain import OfflineBrain
-from evaluator import load_task
+from kernel_scientist.agents.brain import DesignView, KernelView, TrialView
+from kernel_scientist.agents.offline_brain import OfflineBrain
+from kernel_scientist.evaluator import load_task
 
 SEED = load_task(ROOT / "evaluator" / "tasks" / "amd_fp8_mm").seed_source
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import msgspec
 import pytest
 from evaluator_kernels import HIDDEN_MATMUL
+from kernel_scientist.blackboard.records import EvalReport, Outcome, Shape
+from kernel_scientist.evaluator import LocalBackend, SimulatedBackend, TaskError, load_task
 
-import knowledge
-from blackboard.records import EvalReport, Outcome, Shape
-from evaluator import LocalBackend, SimulatedBackend, TaskError, load_task
+from kernel_scientist import knowledge
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBLEMS = ROOT / "tests" / "problems"
@@ -245,14 +245,14 @@ async def test_a_torch_matmul_passes_evaluate_and_is_rejected_in_a_campaign(sour
 
 
 def test_campaigns_keep_the_own_kernel_rules_by_default():
-    from blackboard import load_scenario
+    from kernel_scientist.blackboard import load_scenario
 
     for name in ("amd_fp8_mm_mi300x", "amd_fp8_mm_h200", "smoke", "stencil", "stencil_h200"):
         assert load_scenario(ROOT / "scenarios" / f"{name}.toml").evaluator.own_kernel is True
 
 
 def test_a_missing_seed_file_is_one_line(tmp_path):
-    from blackboard import ScenarioError, load_scenario
+    from kernel_scientist.blackboard import ScenarioError, load_scenario
 
     scenario = tmp_path / "s.toml"
     scenario.write_text(f'[campaign]\ntask = "{PROBLEMS / "stencil"}"\nseed_file = "nope.py"\n')
@@ -398,7 +398,7 @@ async def test_a_call_that_cannot_run_on_meta_tensors_is_passed_untimed(simulate
     ],
 )
 def test_only_stricter_torch_backend_flags_may_be_set(line, rejected):
-    from evaluator import static_findings
+    from kernel_scientist.evaluator import static_findings
 
     findings = static_findings(f"import torch\n{line}\n")
     assert bool([f for f in findings if f.severity == "reject"]) is rejected
@@ -423,8 +423,7 @@ def test_a_campaign_on_a_non_gemm_folder_improves_its_seed(tmp_path):
     import json
 
     from _support import SCENARIOS, cli
-
-    from blackboard import open_existing
+    from kernel_scientist.blackboard import open_existing
 
     db = tmp_path / "stencil.sqlite"
     result = cli("run", str(SCENARIOS / "stencil.toml"), "--db", str(db), "--quiet", "--set", "campaign.hours=1.5")
@@ -509,7 +508,7 @@ class _Kernel:
 
 
 def _helper():
-    from knowledge.techniques.direct import HELPER
+    from kernel_scientist.knowledge.techniques.direct import HELPER
 
     space: dict = {}
     exec(HELPER, space)  # noqa: S102 - the exact text the technique writes into a submission
@@ -561,7 +560,7 @@ async def test_direct_launch_rewrites_every_launch_and_passes_in_cpu_mode(on_cpu
 
 
 def test_direct_launch_is_not_applicable_without_a_jit_launch():
-    from knowledge import NotApplicable
+    from kernel_scientist.knowledge import NotApplicable
 
     with pytest.raises(NotApplicable, match="no kernel\\[grid\\]"):
         knowledge.technique("direct_launch").variants("import torch\n\ndef custom_kernel(x):\n    return x * 2\n")

@@ -16,8 +16,7 @@ from pathlib import Path
 import msgspec
 import pytest
 from _support import ROOT, SCENARIOS, cli
-
-from blackboard import open_existing
+from kernel_scientist.blackboard import open_existing
 
 ray_cluster_utils = pytest.importorskip("ray.cluster_utils")
 
@@ -176,8 +175,7 @@ def _harnesses() -> set[int]:
 async def test_a_cancelled_evaluation_leaves_nothing_running_on_the_cluster(cluster, workdir):
     """This test's process is the Ray driver: the backend's own cancellation path, for real."""
     import trio
-
-    from evaluator import RayBackend, load_task
+    from kernel_scientist.evaluator import RayBackend, load_task
 
     backend = RayBackend(
         load_task(workdir / "tasks" / "small"),

@@ -10,8 +10,8 @@ import msgspec
 import pytest
 from _support import cli
 from _watch_campaign import chromium, smoke_campaign  # noqa: F401  (a session fixture)
+from kernel_scientist.blackboard import Blackboard, open_existing
 
-from blackboard import Blackboard, open_existing
 from kernel_scientist import report
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -100,7 +100,7 @@ def _usage_rows(db: Path) -> None:
     rows = [("theorist", 1200, 300, 0.01), ("engineer-1", 5000, 2000, 0.05), ("theorist", 800, 100, 0.005)]
     with Blackboard(db) as board:
         if callable(getattr(board, "add_llm_call", None)):
-            from blackboard import LLMCall
+            from kernel_scientist.blackboard import LLMCall
 
             for seq, (agent, tin, tout, cost) in enumerate(rows, 1):
                 board.add_llm_call(

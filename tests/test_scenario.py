@@ -2,8 +2,7 @@
 
 import pytest
 from _support import SCENARIOS, cli
-
-from blackboard import ScenarioError, load_scenario
+from kernel_scientist.blackboard import ScenarioError, load_scenario
 
 
 def test_shipped_scenarios_load():

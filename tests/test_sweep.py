@@ -3,8 +3,8 @@
 import msgspec
 import pytest
 from _support import SCENARIOS, cli
+from kernel_scientist.blackboard import ScenarioError, open_existing
 
-from blackboard import ScenarioError, open_existing
 from kernel_scientist import sweep
 
 SMOKE = SCENARIOS / "smoke.toml"

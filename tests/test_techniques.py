@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from kernel_scientist.knowledge import NotApplicable, Variant
 from test_task import TASK, load_submission, reference
 
-import knowledge
-from knowledge import NotApplicable, Variant
+from kernel_scientist import knowledge
 
 SEED = (TASK / "submission.py").read_text()
 # m = 96 (not a multiple of 64-row tiles), n % 128 == 64, 2 and 4 K blocks.

@@ -8,9 +8,9 @@ import time
 
 from _support import ROOT, cli
 from _watch_campaign import smoke_campaign  # noqa: F401  (a session fixture)
+from kernel_scientist.blackboard import Blackboard, open_existing
 from rich.console import Console
 
-from blackboard import Blackboard, open_existing
 from kernel_scientist import dashboard
 
 AGENTS = ("archivist", "theorist", "engineer-1", "engineer-2", "critic", "evaluator")

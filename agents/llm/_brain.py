@@ -25,9 +25,8 @@ from collections.abc import Callable
 
 import anyio
 import msgspec
-
-from blackboard import Blackboard, BlackboardError, LLMCall, Scenario, ScenarioError, open_existing
-from blackboard.config import LLMConfig, RoleConfig
+from kernel_scientist.blackboard import Blackboard, BlackboardError, LLMCall, Scenario, ScenarioError, open_existing
+from kernel_scientist.blackboard.config import LLMConfig, RoleConfig
 
 from ..brain import (
     BrainError,

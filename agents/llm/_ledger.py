@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from blackboard.config import LLMConfig
+from kernel_scientist.blackboard.config import LLMConfig
 
 from ..brain import BudgetExhausted
 from ._transport import Usage

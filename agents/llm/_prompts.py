@@ -13,9 +13,9 @@ from pathlib import Path
 from string import Template
 
 import msgspec
+from kernel_scientist.blackboard.config import LLMConfig
 
-import knowledge
-from blackboard.config import LLMConfig
+from kernel_scientist import knowledge
 
 from ..brain import DesignView, ImplementView, KernelView, ReviewView, SelectionView
 from ._hygiene import fence, line

@@ -23,9 +23,8 @@ from typing import Any, Literal
 
 import anyio
 import msgspec
+from kernel_scientist.blackboard.config import LLMConfig
 from loguru import logger
-
-from blackboard.config import LLMConfig
 
 from ..brain import BrainError, BrainUnavailable
 

@@ -46,8 +46,8 @@ def add(sub) -> None:
 def _evaluate(args) -> int:
     import anyio
 
-    from blackboard.config import EvaluatorConfig
-    from evaluator import load_task, make_backend
+    from kernel_scientist.blackboard.config import EvaluatorConfig
+    from kernel_scientist.evaluator import load_task, make_backend
 
     source = read_source(args.file, "submission")
     task = load_task(args.task)
@@ -75,7 +75,7 @@ def _evaluate(args) -> int:
 def _default_timeout() -> float:
     """The one default for a candidate's run: the scenario's (``EvaluatorConfig.timeout_s``), so a
     hanging file holds ``evaluate`` no longer than it would hold a campaign."""
-    from blackboard.config import EvaluatorConfig
+    from kernel_scientist.blackboard.config import EvaluatorConfig
 
     return EvaluatorConfig().timeout_s
 

@@ -17,8 +17,8 @@ def add(sub) -> None:
 
 
 def _export(args) -> int:
-    from blackboard import open_existing
     from kernel_scientist import export, status
+    from kernel_scientist.blackboard import open_existing
 
     if args.out.is_dir():
         raise UsageError(f"--out {args.out}: is a folder; name the file to write, e.g. {args.out / 'submission.py'}")

@@ -35,8 +35,8 @@ def _logs(args) -> int:
 
     import msgspec
 
-    from blackboard import open_existing
     from kernel_scientist import conversation as cv
+    from kernel_scientist.blackboard import open_existing
 
     try:
         hyp = cv.parse_hypothesis_ref(args.hypothesis) if args.hypothesis is not None else None
@@ -72,7 +72,7 @@ def _check_filters(board, args, hypothesis_id: int | None) -> None:
     """A filter that can never match is a typo: say so, and name what would match."""
     import typing
 
-    from blackboard.records import MessageKind
+    from kernel_scientist.blackboard.records import MessageKind
 
     kinds = typing.get_args(MessageKind)
     if args.kind is not None and args.kind not in kinds:

@@ -18,8 +18,8 @@ def _report(args) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from blackboard import open_existing
     from kernel_scientist import report
+    from kernel_scientist.blackboard import open_existing
 
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out}: exists and is not a folder")

@@ -70,8 +70,8 @@ class _Closing:
 
 
 def _finish(outcome, jsonl) -> int:
-    from blackboard import open_existing
     from kernel_scientist import logs, status
+    from kernel_scientist.blackboard import open_existing
 
     jsonl.close()
     from kernel_scientist.commands.status import terminal_width
@@ -88,8 +88,8 @@ def _finish(outcome, jsonl) -> int:
 
 
 def _run(args) -> int:
-    from blackboard import load_scenario
     from kernel_scientist import campaign, learn
+    from kernel_scientist.blackboard import load_scenario
 
     scenario = load_scenario(args.scenario, args.overrides)
     db = args.db or default_db(scenario)
@@ -104,8 +104,8 @@ def _run(args) -> int:
 
 
 def _resume(args) -> int:
-    from blackboard import open_existing
     from kernel_scientist import campaign
+    from kernel_scientist.blackboard import open_existing
 
     open_existing(args.db).close()  # read-only: a clear error before any output
     jsonl, listeners = _listeners(args.db, args.quiet, args.watch)

@@ -27,8 +27,8 @@ def terminal_width() -> int | None:
 
 
 def _status(args) -> int:
-    from blackboard import open_existing
     from kernel_scientist import status
+    from kernel_scientist.blackboard import open_existing
 
     with open_existing(args.db) as board:
         if args.json:

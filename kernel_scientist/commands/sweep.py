@@ -47,8 +47,8 @@ def _sweep(args) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    from blackboard import load_scenario
     from kernel_scientist import sweep
+    from kernel_scientist.blackboard import load_scenario
 
     base = load_scenario(args.scenario, args.overrides)  # a broken scenario fails before any run
     axes = sweep.parse_vary(args.vary, args.scenario, args.overrides)
