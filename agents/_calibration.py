@@ -26,11 +26,11 @@ from .brain import TrialView
 
 def _centre(prior_mid: float, label: str, seen: list[TrialView]) -> float:
     centre = prior_mid
-    values = [t.observed_uplift for t in seen]
+    values = [t.observed_uplift for t in seen if t.observed_uplift is not None]
     if values:
         w = len(values) / (len(values) + 1)
         centre = (1 - w) * centre + w * statistics.median(values)
-    same = [t.observed_uplift for t in seen if t.label == label]
+    same = [t.observed_uplift for t in seen if t.label == label and t.observed_uplift is not None]
     if same:
         w = len(same) / (len(same) + 1)
         centre = (1 - w) * centre + w * statistics.fmean(same)
@@ -45,7 +45,10 @@ def calibrate(
     mid, half = (prior_min + prior_max) / 2, (prior_max - prior_min) / 2
     centre = _centre(mid, label, seen)
     if len(seen) >= 3:
-        errors = [abs(t.observed_uplift - _centre(mid, t.label, seen[:i] + seen[i + 1 :])) for i, t in enumerate(seen)]
+        errors = [
+            abs((t.observed_uplift or 0.0) - _centre(mid, t.label, seen[:i] + seen[i + 1 :]))
+            for i, t in enumerate(seen)
+        ]
         w = len(seen) / (len(seen) + 1)
         half = (1 - w) * half + w * statistics.median(errors)
     half = math.sqrt(half**2 + 2 * noise**2)

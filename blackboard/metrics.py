@@ -184,21 +184,21 @@ def calibration(hypotheses: list[Hypothesis]) -> Calibration:
     widths = sorted(h.max_uplift - h.min_uplift for h in judged)
     mid = len(widths) // 2
     median = widths[mid] if len(widths) % 2 else (widths[mid - 1] + widths[mid]) / 2
+    observed = [h.observed_uplift for h in judged if h.observed_uplift is not None]  # all of them
     return Calibration(
         judged=len(judged),
-        rank_correlation=spearman(
-            [(h.min_uplift + h.max_uplift) / 2 for h in judged], [h.observed_uplift for h in judged]
-        ),
-        inside=sum(h.min_uplift <= h.observed_uplift <= h.max_uplift for h in judged) / len(judged),
+        rank_correlation=spearman([(h.min_uplift + h.max_uplift) / 2 for h in judged], observed),
+        inside=sum(h.min_uplift <= o <= h.max_uplift for h, o in zip(judged, observed)) / len(judged),
         median_width=median,
     )
 
 
-def calibration_text(cal: Calibration) -> str:
+def calibration_text(cal: Calibration | None) -> str:
     """One line for status, watch and report."""
-    if cal.judged == 0:
+    if cal is None or cal.judged == 0:
         return "predictions: nothing judged yet"
     rho = "n/a" if cal.rank_correlation is None else f"{cal.rank_correlation:+.2f}"
+    assert cal.inside is not None and cal.median_width is not None  # set whenever something was judged
     return (
         f"predictions: rank correlation {rho} (predicted vs observed uplift, {cal.judged} judged), "
         f"{cal.inside:.0%} inside their range, median range {cal.median_width * 100:.0f} points"

@@ -20,6 +20,7 @@ import contextlib
 import inspect
 import re
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from kernel_scientist.evaluator._wire import Launch, TensorArg, TorchOp
 
@@ -37,7 +38,7 @@ _LAUNCH_OPTIONS = {
     "debug",
 }
 _AMD_KNOBS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack")
-_features_cache: dict[tuple, dict[str, bool | str]] = {}
+_features_cache: dict[tuple, dict[str, Any]] = {}
 _parsed_cache: dict[int, ast.Module | None] = {}
 
 
@@ -122,7 +123,7 @@ def _parse(src: str) -> ast.Module | None:
 
 def kernel_features(
     src: str, constexprs: dict[str, int | bool | float] | None = None, tree: ast.Module | None = None
-) -> dict[str, bool | str]:
+) -> dict[str, Any]:
     """What one launch of the kernel does in its matrix work (see ``Launch``).
 
     The source is read as the launch compiles it: ``if`` branches on constexprs (``if MODE == 0``,
@@ -147,7 +148,7 @@ def kernel_features(
             "upcast_to": "",
         }
     tree = _TakeBranches(env).visit(ast.parse(ast.unparse(tree)))  # a copy: the cached tree stays whole
-    feats = {
+    feats: dict[str, Any] = {
         "has_dot": False,
         "precise_acc": False,
         "atomic": False,

@@ -205,13 +205,13 @@ class LocalBackend:
         if run.result is None:
             code = run.exit_code
             why = f"killed by {signal.Signals(-code).name}" if code and code < 0 else f"exited with code {code}"
-            return report(Outcome.CRASH, f"{why} before reporting a result; last output: {run.last_output[:200]}")
+            return report(Outcome.CRASH, f"{why} before reporting a result{run.last_output}")
         try:
             result = msgspec.msgpack.decode(run.result, type=GpuResult)
         except msgspec.DecodeError as exc:
             return report(Outcome.CRASH, f"reported a result that does not decode: {exc}")
         if result.status != "ok":
-            return report(_STATUS[result.status], result.reason, versions=result.versions)
+            return report(OUTCOME_OF[result.status], result.reason, versions=result.versions)
         return self._timed(result, submission_id, secret_seed, run.wall_s, where=where, backend=backend, notes=notes)
 
     def _timed(
@@ -325,7 +325,7 @@ class HarnessRun(msgspec.Struct, frozen=True):
     timed_out: bool
     result: bytes | None  # the encoded GpuResult, present only when the run's token came with it
     exit_code: int | None
-    last_output: str  # the last non-empty line of the (truncated) output
+    last_output: str  # "; last output: <the last non-empty line>", or "" (the sandbox's last_output)
     wall_s: float
 
 
@@ -361,6 +361,7 @@ def run_harness(req: GpuRequest, gpu: str, timeout_s: float, output_limit: int) 
             start_new_session=True,
         )
         os.close(write_fd)
+        assert proc.stdin is not None  # stdin=PIPE
         proc.stdin.write(token + b"\n" + msgspec.msgpack.encode(req))
         proc.stdin.close()
         try:
@@ -377,12 +378,11 @@ def run_harness(req: GpuRequest, gpu: str, timeout_s: float, output_limit: int) 
         log.close()
         shutil.rmtree(workdir, ignore_errors=True)
     head, _, body = payload.partition(b"\n")
-    last = [ln for ln in output.strip().splitlines() if ln.strip()][-1:] or [""]
     return HarnessRun(
         timed_out=timed_out,
         result=body if head == token and body else None,
         exit_code=proc.returncode,
-        last_output=last[0],
+        last_output=last_output(output),
         wall_s=time.perf_counter() - began,
     )
 

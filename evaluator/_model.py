@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import overload
 
 import msgspec
 from kernel_scientist.blackboard.records import Shape
@@ -166,10 +167,18 @@ class LaunchTime(msgspec.Struct, frozen=True):
     host_us: float = 0.0  # the host's share of a call for this launch or op (protocol overhead)
 
 
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
 def params_for(dev: DeviceSpec) -> Params:
     return PARAMS.get(dev.name, HOPPER)
 
 
+@overload
+def _const(launch: Launch, *names: str, default: int) -> int: ...
+@overload
+def _const(launch: Launch, *names: str, default: None = None) -> int | None: ...
 def _const(launch: Launch, *names: str, default: int | None = None) -> int | None:
     for name in names:
         v = launch.constexprs.get(name)
@@ -328,7 +337,7 @@ def _block(
         width = bn / split_n
         mma_us *= (width + p.wgmma_n_half) / width
     if path == "wgmma":
-        smem_bytes = (split_n * bm + split_m * bn) * bk * op_bytes
+        smem_bytes: float = (split_n * bm + split_m * bn) * bk * op_bytes
     else:
         smem_bytes = (bm + bn) * bk * elem  # shared memory -> registers once per step
     for name, kc in (("a", a_kc), ("b", b_kc)):
@@ -366,7 +375,7 @@ def _round_us(blk: _Block, per_sm: int) -> float:
 
 def gemm_time_us(launch: Launch, shape: Shape, dev: DeviceSpec) -> LaunchTime:
     p = params_for(dev)
-    m, n, k = shape.m, shape.n, shape.k
+    m, n, k = shape.mnk()
     bm = _const(launch, "BLOCK_M", "BLOCK_SIZE_M", "BM", default=64)
     bn = _const(launch, "BLOCK_N", "BLOCK_SIZE_N", "BN", default=64)
     bk = _const(launch, "BLOCK_K", "BLOCK_SIZE_K", "BK", default=64)
@@ -389,7 +398,7 @@ def gemm_time_us(launch: Launch, shape: Shape, dev: DeviceSpec) -> LaunchTime:
     persistent = "NUM_SMS" in launch.constexprs or programs < units
     slots = dev.units * blk.resident
     concurrent = min(units, slots, programs)
-    k_unit = -(-(-(-k // split)) // bk) * bk
+    k_unit = _cdiv(_cdiv(k, split), bk) * bk  # whole BLOCK_K steps of one split's share of K
     steps = k_unit // bk
 
     # Waves: full rounds at the resident count, the last with what is left per SM.
@@ -457,8 +466,9 @@ def is_vector_gemm(launch: Launch, shape: Shape) -> bool:
     matrix product on the vector units (e.g. ``tl.sum`` of a broadcast product)."""
     if not shape.is_mnk():
         return False
+    m, n, k = shape.mnk()
     sizes = {math.prod(t.shape) for t in launch.tensors}
-    return {shape.m * shape.k, shape.n * shape.k, shape.m * shape.n} <= sizes
+    return {m * k, n * k, m * n} <= sizes
 
 
 def launch_time_us(launch: Launch, shape: Shape, dev: DeviceSpec) -> LaunchTime:
@@ -473,7 +483,7 @@ def launch_time_us(launch: Launch, shape: Shape, dev: DeviceSpec) -> LaunchTime:
         return gemm_time_us(launch, shape, dev)
     moved = sum(t.nbytes for t in launch.tensors)
     if is_vector_gemm(launch, shape):
-        t = 2 * shape.m * shape.n * shape.k / (dev.vector_fp32_tflops * 1e6 * 0.5) + p.launch_us
+        t = math.prod(shape.mnk()) * 2 / (dev.vector_fp32_tflops * 1e6 * 0.5) + p.launch_us
         return LaunchTime(
             kernel=launch.kernel,
             kind="vector-gemm",

@@ -252,7 +252,7 @@ def _is_interrupt(exc: BaseException) -> bool:
     return isinstance(exc, BaseExceptionGroup) and exc.subgroup(KeyboardInterrupt) is not None
 
 
-def _lost(exc: BaseException):
+def _lost(exc: BaseException) -> BaseException | None:
     """The ClusterError (a lost cluster, or a host that cannot run the harness) that ended the
     agents, alone or inside the task groups' exception groups."""
     from kernel_scientist.evaluator import ClusterError
@@ -260,10 +260,10 @@ def _lost(exc: BaseException):
     if isinstance(exc, ClusterError):
         return exc
     if isinstance(exc, BaseExceptionGroup):
-        group = exc.subgroup(ClusterError)
-        while isinstance(group, BaseExceptionGroup):
-            group = group.exceptions[0]
-        return group
+        found: BaseException | None = exc.subgroup(ClusterError)
+        while isinstance(found, BaseExceptionGroup):
+            found = found.exceptions[0]
+        return found
     return None
 
 

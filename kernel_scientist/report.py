@@ -25,12 +25,10 @@ import msgspec  # noqa: E402
 
 from kernel_scientist.blackboard import (  # noqa: E402
     Blackboard,
-    Evaluation,
     Kernel,
     KernelState,
     Verdict,
     metrics,
-    scenario_from_json,
     seed_evaluation,
 )
 

@@ -77,7 +77,10 @@ def status(board: Blackboard, top: int = 10) -> Status:
                 parent_id=k.parent_id,
             )
         )
-    prov = next((e.report.provenance for e in evals if _passed(e)), evals[0].report.provenance if evals else None)
+    prov = next(
+        (e.report.provenance for e in evals if e.report.passed_score() is not None),
+        evals[0].report.provenance if evals else None,
+    )
     use = metrics.usage(campaign, evals, board.submissions(), board.evaluation_starts(), board.clock())
     return Status(
         task=campaign.task,

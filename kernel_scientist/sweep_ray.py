@@ -19,8 +19,8 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import msgspec
 
@@ -105,7 +105,7 @@ def run_campaign(carried: bytes) -> bytes:
             (carried_to / rel).write_bytes(data)
         db = folder / "run.sqlite"
         argv = command(carried_to / job.scenario, msgspec.structs.replace(job.run, db=str(db)), job.overrides)
-        assert argv[1:3] == ["-m", "kernel_scientist.cli"]
+        assert argv[1:3] == ["-m", "kernel_scientist"]
         proc = subprocess.run(
             [argv[0], "-c", _DIES_WITH_THE_TASK, *argv[3:]],
             cwd=folder,

@@ -38,19 +38,17 @@ from pathlib import Path
 
 import msgspec
 import numpy as np
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from kernel_scientist.blackboard.records import Shape  # noqa: E402
-from kernel_scientist.evaluator import (  # noqa: E402
+from kernel_scientist.blackboard.records import Shape
+from kernel_scientist.evaluator import (
     DEVICES,
     Launch,
     TensorArg,
     TorchOp,
-    _model,  # noqa: E402
+    _model,
     geomean,
 )
+
+ROOT = Path(__file__).resolve().parents[1]
 
 FITTED = (
     "mma_eff",

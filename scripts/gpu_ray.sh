@@ -17,7 +17,8 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 # The Ray workers inherit this environment from `ray start`: they import Ray and this repository.
 # Token authentication on, as docs/ray.md advises (Ray 2.59+ turns it on by itself only in some cases,
 # and a head and a client that disagree cannot talk).
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 RAY_USAGE_STATS_ENABLED=0 RAY_AUTH_MODE=token
+python3 scripts/installed_layout.py /tmp/ks-layout > /dev/null || exit 1  # kernel_scientist.agents is agents/, ...
+export PYTHONPATH=/tmp/site:/tmp/ks-layout PYTHONUNBUFFERED=1 RAY_USAGE_STATS_ENABLED=0 RAY_AUTH_MODE=token
 ray() { python3 -m ray.scripts.scripts "$@"; }
 ray get-auth-token --generate > /dev/null 2>&1 || { echo "gpu_ray: ray get-auth-token failed"; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$out/gpu.txt"
@@ -29,11 +30,11 @@ echo "ray start: $((SECONDS - began)) s"
 ray status 2>&1 | tee "$out/ray-status.txt" | grep -E "GPU|CPU|node_" | head -8
 slice() {  # a campaign slice: Ctrl-C at its time limit (the campaign stops cleanly)
   local db=$1; shift
-  timeout -s INT -k 60 "$seconds" python3 -m kernel_scientist.cli run scenarios/amd_fp8_mm_h200.toml \
+  timeout -s INT -k 60 "$seconds" python3 -m kernel_scientist run scenarios/amd_fp8_mm_h200.toml \
     --db "$db" --quiet --set "evaluator.in_flight=$gpus" "$@" > "${db%.sqlite}.out" 2>&1
   echo "slice $(basename "$db"): rc=$? (124: stopped by Ctrl-C at its time limit, as planned)"
   python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('PRAGMA wal_checkpoint(TRUNCATE)'); c.close()" "$db"
-  python3 -m kernel_scientist.cli logs --db "$db" --agent evaluator --kind evaluation | tail -12
+  python3 -m kernel_scientist logs --db "$db" --agent evaluator --kind evaluation | tail -12
 }
 slice "$out/ray.sqlite" --set evaluator.backend=ray --set evaluator.ray_address=auto
 slice "$out/local.sqlite" --set evaluator.backend=local

@@ -49,8 +49,6 @@ import triton
 import triton.language as tl
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 FORMS = {"precise": 0, "bf16": 3, "fp16": 4, "fast": 5}
 RTOL, ATOL = 2e-2, 1e-3
@@ -313,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     from kernel_scientist.evaluator import geomean, load_task
-    from kernel_scientist.evaluator._rundir import import_reference, import_submission
+    from kernel_scientist.evaluator.harness import import_reference, import_submission
 
     started = time.monotonic()
     cuda = not args.dry_run
@@ -388,8 +386,8 @@ def main(argv: list[str] | None = None) -> int:
                 data[-1].fill_(float("nan"))
                 got = fn(data).float()
                 ok = bool(((got - want).abs() <= ATOL + RTOL * want.abs()).all())
-                us = round(1000 * bench(lambda: fn(data)), 2)
-                lb = leaderboard_us(lambda: fn(data), flush, sync, 10 if name == "reference" else 30) if cuda else {}
+                us = round(1000 * bench(lambda: fn(data)), 2)  # noqa: B023 - called at once
+                lb = leaderboard_us(lambda: fn(data), flush, sync, 10 if name == "reference" else 30) if cuda else {}  # noqa: B023 - called at once
                 per[label] = {"do_bench_us": us, "passed": ok, **{f"leaderboard_{k}": v for k, v in lb.items()}}
             except Exception as exc:  # noqa: BLE001 - a submission that fails is a result
                 per[label] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
@@ -403,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     for label, (data, _, _) in inputs.items():  # the K-contiguous pre-pass a kmajor kernel needs
-        result["copy"][label] = round(1000 * bench(lambda: (data[0].contiguous(), data[1].contiguous())), 2)
+        result["copy"][label] = round(1000 * bench(lambda: (data[0].contiguous(), data[1].contiguous())), 2)  # noqa: B023 - called at once
     save()
 
     plan = variants()
@@ -429,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
                 got = call(use).float()
                 row["mismatched"] = int((~torch.isclose(got, want, rtol=RTOL, atol=ATOL)).sum())
                 row["passed"] = row["mismatched"] == 0
-                row["us"] = round(1000 * bench(lambda: call(use)), 2)
+                row["us"] = round(1000 * bench(lambda: call(use)), 2)  # noqa: B023 - called at once
             except Exception as exc:  # noqa: BLE001 - out of shared memory etc.: a result
                 error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
                 row["error"] = error

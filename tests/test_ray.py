@@ -91,7 +91,7 @@ def cluster():
 
 def _run(workdir: Path, address: str, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "kernel_scientist.cli", *args, "--quiet", "--set", f"evaluator.ray_address={address}"],
+        [sys.executable, "-m", "kernel_scientist", *args, "--quiet", "--set", f"evaluator.ray_address={address}"],
         cwd=workdir,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -86,7 +86,7 @@ def _sweep(args) -> int:
             bar.update(task, advance=1, description=f"{'done' if r.ok else 'FAILED'}: {what}")
 
         if args.ray is None:
-            results = sweep.execute(args.scenario, runs, args.overrides, jobs, done)
+            results = sweep.execute(args.scenario, runs, args.overrides, jobs or 1, done)
         else:
             results = sweep_ray.execute(args.scenario, runs, args.overrides, args.ray, jobs, done)
     simulated = base.evaluator.backend == "simulated"

@@ -101,11 +101,16 @@ def _sites(source: str) -> list[ast.Call]:
 
 def _rewritten(source: str, call: ast.Call) -> str:
     """The source text of ``_ks_launch(kernel, grid, (args,), {kwargs})`` for one launch."""
-    segment = lambda node: ast.get_source_segment(source, node)  # noqa: E731 - keeps the author's text
+
+    def segment(node: ast.AST) -> str:  # the author's own text of one node
+        return ast.get_source_segment(source, node) or ast.unparse(node)
+
+    func = call.func
+    assert isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name)  # _sites found it so
     args = ", ".join(segment(a) for a in call.args)
     kwargs = ", ".join(f"{k.arg!r}: {segment(k.value)}" for k in call.keywords)
     return (
-        f"_ks_launch({call.func.value.id}, {segment(call.func.slice)}, "
+        f"_ks_launch({func.value.id}, {segment(func.slice)}, "
         f"({args}{',' if len(call.args) == 1 else ''}), {{{kwargs}}})"
     )
 
@@ -147,20 +152,19 @@ class DirectLaunch(Technique):
             return source
         lines = source.splitlines(keepends=True)
         for call in sorted(_sites(source), key=lambda c: (c.lineno, c.col_offset), reverse=True):
-            if call.lineno != call.end_lineno:  # a launch over several lines: join it into one
-                first, last = lines[call.lineno - 1], lines[call.end_lineno - 1]
-                text = first[: call.col_offset] + _rewritten(source, call) + last[call.end_col_offset :]
-                lines[call.lineno - 1 : call.end_lineno] = [text]
+            end, end_col = call.end_lineno or call.lineno, call.end_col_offset or 0
+            if call.lineno != end:  # a launch over several lines: join it into one
+                first, last = lines[call.lineno - 1], lines[end - 1]
+                text = first[: call.col_offset] + _rewritten(source, call) + last[end_col:]
+                lines[call.lineno - 1 : end] = [text]
             else:
                 line = lines[call.lineno - 1]
-                lines[call.lineno - 1] = (
-                    line[: call.col_offset] + _rewritten(source, call) + line[call.end_col_offset :]
-                )
+                lines[call.lineno - 1] = line[: call.col_offset] + _rewritten(source, call) + line[end_col:]
         out = "".join(lines)
         tree = ast.parse(out)
         imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
         if not imports:
             raise NotApplicable(f"{self.name}: no import to place the helper after")
-        at = max(n.end_lineno for n in imports)
+        at = max(n.end_lineno or n.lineno for n in imports)
         body = out.splitlines(keepends=True)
         return "".join(body[:at]) + HELPER + "".join(body[at:])
