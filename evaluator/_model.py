@@ -131,7 +131,7 @@ FIT_PROVENANCE = (
     "fitted on the config-split fit half of calib-sweep.json (1080 rows; held out 1224) by scripts/calibrate_model.py"
 )
 
-# MI300X: the same structure with its published figures (facts/hardware.md: 304 CUs, 2615 TFLOP/s
+# MI300X: the same structure with its published figures (docs/task-facts.md: 304 CUs, 2615 TFLOP/s
 # fp8, 5.3 TB/s, 64 KB LDS, 512 VGPRs). Constants that describe Triton's code generation keep
 # Hopper's fitted values; what the ISA changes is set from it: MFMA reads registers (no operand
 # stream from LDS per instruction, fp32 accumulation native, so no promotion), and a column-major
