@@ -22,6 +22,8 @@ from pathlib import Path
 from kernel_scientist.evaluator._framing import ChannelClosed, FrameTimeout, read_frame, write_frame
 from kernel_scientist.evaluator._wire import ChildRequest, Finished, Job, Ready, Started
 
+import kernel_scientist
+
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE", re.IGNORECASE)
 _DROP_PREFIXES = ("KS_", "ANTHROPIC", "OPENAI", "AWS_", "GOOGLE_", "AZURE_", "HF_", "GITHUB_", "SSH_")
 _STARTUP_S = 120.0  # preloading torch + triton takes ~2 s, far longer on a loaded 2-core box
@@ -38,7 +40,10 @@ def scrubbed_env() -> dict[str, str]:
     env = {
         k: v for k, v in os.environ.items() if not _SECRET_NAME.search(k) and not k.upper().startswith(_DROP_PREFIXES)
     }
-    repo_root = str(Path(__file__).resolve().parent.parent)
+    # The folder that holds the kernel_scientist package as this process imported it (a checkout,
+    # site-packages, or a laid-out tree of links): not a resolved path, which for a tree of links
+    # would name the checkout, whose kernel_scientist/ lacks the subpackages and shadows the tree.
+    repo_root = str(Path(kernel_scientist.__file__).parent.parent)
     # Our packages first; keep a path the user set up for carried dependencies (e.g. wheels).
     path = os.pathsep.join(p for p in (repo_root, os.environ.get("PYTHONPATH", "")) if p)
     env.update(

@@ -1,0 +1,137 @@
+"""The host path that a leaderboard times: the launch cache's direct launcher, the descriptor
+scratch that no call allocates, and a harness child that finds the package wherever it lives."""
+
+from __future__ import annotations
+
+import os
+import site
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import torch
+import triton
+from kernel_scientist.evaluator._sandbox import scrubbed_env
+from kernel_scientist.knowledge.techniques import hopper, tuning
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class _Compiled:
+    """What Triton's JIT returns from a launch: a C launcher ``run``, the module's function and its
+    packed metadata; ``[grid]`` gives the slower Python runner."""
+
+    def __init__(self, calls):
+        self.calls, self.function, self.packed_metadata = calls, "fn", ("packed",)
+
+    def _init_handles(self):
+        self.calls.append(("init",))
+
+    def run(self, *argv):
+        self.calls.append(("run", *argv))
+
+    def __getitem__(self, grid):
+        return lambda *args: self.calls.append(("runner", grid, *args))
+
+
+class _Kernel:
+    arg_names = ("x", "n", "BLOCK")
+
+    def __init__(self):
+        self.calls = []
+
+    def __getitem__(self, grid):
+        def jit(*args, **cfg):
+            self.calls.append(("jit", grid, args, cfg))
+            return _Compiled(self.calls)
+
+        return jit
+
+
+def _helpers(monkeypatch, cuda: bool):
+    namespace = {"torch": torch, "triton": triton}
+    exec(tuning._LAUNCH_CACHE, namespace)  # the helper region exactly as the technique writes it
+    if cuda:
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+        driver = types.SimpleNamespace(active=types.SimpleNamespace(get_current_stream=lambda device: 1234 + device))
+        monkeypatch.setattr(triton.runtime, "driver", driver, raising=False)
+    return namespace
+
+
+def test_later_launches_call_the_c_launcher_with_every_argument_in_order(monkeypatch):
+    ns = _helpers(monkeypatch, cuda=True)
+    kernel, x = _Kernel(), object()
+    ns["launch_cached"](kernel, (7,), {"BLOCK": 64, "num_warps": 4}, x, 96)
+    ns["launch_cached"](kernel, (7,), {"BLOCK": 64, "num_warps": 4}, x, 96)
+    assert kernel.calls[0] == ("jit", (7,), (x, 96), {"BLOCK": 64, "num_warps": 4})
+    # the JIT once; afterwards the launcher: grid padded to 3-D, the current stream, the function,
+    # its metadata, no launch metadata or hooks, then the arguments and the constexprs
+    assert kernel.calls[1:] == [("init",), ("run", 7, 1, 1, 1234, "fn", ("packed",), None, None, None, x, 96, 64)]
+
+
+def test_a_new_integer_argument_takes_the_jit_again(monkeypatch):
+    ns = _helpers(monkeypatch, cuda=True)
+    kernel = _Kernel()
+    for n in (96, 97, 96):
+        ns["launch_cached"](kernel, (1,), {"BLOCK": 64}, None, n)
+    assert [c[0] for c in kernel.calls] == ["jit", "init", "jit", "init", "run"]
+
+
+def test_without_a_gpu_driver_the_runner_is_used(monkeypatch):
+    ns = _helpers(monkeypatch, cuda=False)
+    kernel = _Kernel()
+    for _ in range(2):
+        ns["launch_cached"](kernel, (2, 3), {"BLOCK": 32}, "x", 5)
+    assert kernel.calls[-1] == ("runner", (2, 3, 1), "x", 5, 32)
+
+
+def test_descriptor_scratch_is_allocated_once_per_size_and_stream():
+    allocated = []
+
+    def empty(size, **kwargs):
+        allocated.append(size)
+        return ("buffer", size, len(allocated))
+
+    fake_torch = types.SimpleNamespace(empty=empty, int8="int8", cuda=types.SimpleNamespace(is_available=lambda: False))
+    namespace = {"torch": fake_torch, "triton": triton}
+    exec(hopper._ALLOCATOR, namespace)
+    scratch = namespace["_descriptor_scratch"]
+    first = scratch(128, 64, 1)
+    assert scratch(128, 64, 1) is first  # the next launch on that stream reuses it
+    assert scratch(256, 64, 1) is not first and scratch(128, 64, 2) is not first
+    assert allocated == [128, 256, 128]
+
+
+def test_a_harness_child_finds_the_package_in_a_tree_of_links(tmp_path):
+    """The GPU sessions run from a tree of links (scripts/installed_layout.py), with nothing
+    installed; the harness child must import kernel_scientist.evaluator from that tree, not from
+    the checkout the links resolve to (whose kernel_scientist/ lacks the subpackages)."""
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "installed_layout.py"), str(tmp_path)], check=True)
+    # -S: no site hooks, so no editable-install finder; the dependencies through PYTHONPATH alone
+    deps = os.pathsep.join(site.getsitepackages())
+    code = (
+        "import os, subprocess, sys\n"
+        "from kernel_scientist.evaluator._sandbox import scrubbed_env\n"
+        "env = scrubbed_env()\n"
+        "print(env['PYTHONPATH'].split(os.pathsep)[0])\n"
+        "child = 'import kernel_scientist.evaluator._gpu_harness as h; print(h.__name__)'\n"
+        "sys.exit(subprocess.run([sys.executable, '-S', '-c', child], env=env, cwd=sys.argv[1]).returncode)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-S", "-c", code, str(tmp_path)],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join((str(tmp_path), deps))},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    first, name = run.stdout.split()
+    assert Path(first) == tmp_path
+    assert name == "kernel_scientist.evaluator._gpu_harness"
+
+
+def test_the_checkout_install_still_names_its_own_root():
+    assert scrubbed_env()["PYTHONPATH"].split(os.pathsep)[0] == str(ROOT)
