@@ -16,6 +16,7 @@ import argparse
 import json
 import math
 import time
+import traceback
 from pathlib import Path
 
 import torch
@@ -75,6 +76,7 @@ def _tiles(
     TWO: tl.constexpr,
     TMA_C: tl.constexpr,
     LAG: tl.constexpr = False,
+    RS: tl.constexpr = False,
 ):
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -89,7 +91,25 @@ def _tiles(
         offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        if LAG:
+        if RS:
+            # One live fp32 tile: the accumulator is kept in units of the current block's scale,
+            # acc_kb = acc_(kb-1) * s_(kb-1) / s_kb + dot_kb, so the dot accumulates in place and
+            # c = s_last * acc. Half the registers of the scaled add: room for larger tiles or a
+            # second program per SM whose dots fill this one's rescaling.
+            prev_as = tl.full((BLOCK_M,), 1.0, tl.float32)
+            prev_bs = tl.full((BLOCK_N,), 1.0, tl.float32)
+            for k0 in range(0, K, SUBK):
+                if k0 % 128 == 0:
+                    kb = k0 // 128
+                    a_s = tl.load(as_ptr + kb * M + offs_m)
+                    b_s = tl.load(bs_ptr + kb * NBLK_N + offs_n // 128, mask=offs_n < N, other=1.0)
+                    acc = acc * ((prev_as / a_s)[:, None] * (prev_bs / b_s)[None, :])
+                    prev_as, prev_bs = a_s, b_s
+                a = a_desc.load([k0, pid_m * BLOCK_M])
+                b = b_desc.load([k0, pid_n * BLOCK_N])
+                acc = tl.dot(a.T, b, acc)
+            acc = acc * (prev_as[:, None] * prev_bs[None, :])
+        elif LAG:
             # The scaled add of block kb-1 is written after the dot of block kb, so the
             # tensor cores can run that dot while the CUDA cores scale the previous one.
             prev = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -163,6 +183,7 @@ def _gemm(
     TWO: tl.constexpr,
     TMA_C: tl.constexpr,
     LAG: tl.constexpr,
+    RS: tl.constexpr = False,
 ):
     # a is [M, K] column-major, so a [K, M] row-major array for a descriptor; b likewise [K, N].
     a_desc = tl.make_tensor_descriptor(a_ptr, shape=[K, M], strides=[M, 1], block_shape=[SUBK, BLOCK_M])
@@ -189,6 +210,7 @@ def _gemm(
         TWO,
         TMA_C,
         LAG,
+        RS,
     )
 
 
@@ -232,6 +254,7 @@ def _gemm_one(
     TMA_C: tl.constexpr,
     LAG: tl.constexpr,
     CBLOCK: tl.constexpr,
+    RS: tl.constexpr = False,
 ):
     """The pre-pass and the GEMM in one launch: every program converts its share of a and b to
     fp16, a grid-wide barrier, then the persistent tile loop reads the fp16 copies through TMA."""
@@ -280,6 +303,7 @@ def _gemm_one(
         TWO,
         TMA_C,
         LAG,
+        RS,
     )
 
 
@@ -305,6 +329,7 @@ def _gemm_host(
     TWO: tl.constexpr,
     TMA_C: tl.constexpr,
     LAG: tl.constexpr,
+    RS: tl.constexpr = False,
 ):
     _tiles(
         a_desc,
@@ -327,6 +352,7 @@ def _gemm_host(
         TWO,
         TMA_C,
         LAG,
+        RS,
     )
 
 
@@ -411,8 +437,40 @@ def _empty(x_ptr):
     pass
 
 
+_SCRATCH: dict[int, torch.Tensor] = {}
+
+
 def _alloc(size: int, alignment: int, stream):
-    return torch.empty(size, dtype=torch.int8, device="cuda")
+    """Triton's scratch for in-kernel tensor descriptors, one buffer per size: launches on one
+    stream run in order, so reusing it is safe, and no call pays an allocation."""
+    buf = _SCRATCH.get(size)
+    if buf is None:
+        buf = _SCRATCH[size] = torch.empty(size, dtype=torch.int8, device="cuda")
+    return buf
+
+
+class _Lean:
+    """One launch site: the JIT path on the first call, then the compiled kernel's C launcher
+    with nothing in between (no binding, no specialisation, no cache lookup, the stream read once)."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+        self.compiled = {}
+
+    def __call__(self, grid, args, consts, **options):
+        key = (grid, tuple(consts.items()))
+        hit = self.compiled.get(key)
+        if hit is None:
+            ck = self.kernel[grid](*args, **consts, **options)
+            if not hasattr(ck, "run"):  # Triton's interpreter: no compiled kernel, the JIT path always
+                return
+            stream = torch.cuda.current_stream().cuda_stream
+            tail = tuple(consts[n] for n in self.kernel.arg_names[len(args) :])
+            grid3 = tuple(grid) + (1,) * (3 - len(grid))
+            self.compiled[key] = (ck, stream, tail, grid3)
+            return
+        ck, stream, tail, (g0, g1, g2) = hit
+        ck.run(g0, g1, g2, stream, ck.function, ck.packed_metadata, None, None, None, *args, *tail)
 
 
 def make(variant: str, cfg):
@@ -425,6 +483,10 @@ def make(variant: str, cfg):
     programs per SM, ``one`` the pre-pass inside the GEMM's launch behind a grid-wide barrier."""
     bm, bn, warps, stages = cfg
     tokens = set(variant.split("_"))
+    if "glu" in tokens:  # the Gluon kernel (scripts/gluon_gemm.py); Hopper only
+        from gluon_gemm import make_gluon  # noqa: PLC0415
+
+        return make_gluon(cfg, _convert, outstanding=0 if "w0" in tokens else 1, per_sm=2 if "x2" in tokens else 1)
     convert = "inreg" in tokens
     host_desc = "hd" in tokens
     consts = dict(
@@ -437,11 +499,14 @@ def make(variant: str, cfg):
         TWO="two" in tokens,
         TMA_C="stc" not in tokens,
         LAG="lag" in tokens,
+        RS="rs" in tokens,
         num_warps=warps,
         num_stages=stages,
     )
     n_sms = torch.cuda.get_device_properties(0).multi_processor_count if torch.cuda.is_available() else 4
     scratch = {}
+    if "lean" in tokens:
+        return _make_lean(consts, n_sms)
 
     def fn(data):
         a, b, a_s, b_s, c = data
@@ -526,6 +591,40 @@ def make(variant: str, cfg):
     return fn
 
 
+def _make_lean(consts, n_sms: int):
+    """The pre-pass + persistent GEMM (``pre_*`` tokens) with the least host work per call: per
+    shape, the fp16 buffers, the grids and the constants once; then two C launcher calls."""
+    convert, gemm = _Lean(_convert), _Lean(_gemm)
+    options = {k: consts[k] for k in ("num_warps", "num_stages")}
+    kconsts = {k: v for k, v in consts.items() if k not in options}
+    per_shape = {}
+
+    def fn(data):
+        a, b, a_s, b_s, c = data
+        shape = per_shape.get((a.shape, b.shape))
+        if shape is None:
+            m, k = a.shape
+            n = b.shape[0]
+            a16, b16 = torch.empty_like(a, dtype=torch.float16), torch.empty_like(b, dtype=torch.float16)
+            progs = min(triton.cdiv(m, consts["BLOCK_M"]) * triton.cdiv(n, consts["BLOCK_N"]), n_sms)
+            cgrid = (triton.cdiv(a.numel(), 4096) + triton.cdiv(b.numel(), 4096),)
+            shape = per_shape[(a.shape, b.shape)] = (
+                a16,
+                b16,
+                cgrid,
+                (a.numel(), b.numel()),
+                (progs,),
+                (m, n, k, b_s.shape[0]),
+                dict(kconsts, NUM_PROGS=progs),
+            )
+        a16, b16, cgrid, sizes, ggrid, dims, gconsts = shape
+        convert(cgrid, (a, b, a16, b16, *sizes), {"BLOCK": 4096})
+        gemm(ggrid, (a16, b16, a_s, b_s, c, *dims), gconsts, **options)
+        return c
+
+    return fn
+
+
 def leaderboard_us(fn, data, flush, calls: int = 30) -> float:
     """Mean of ``calls`` single calls, host clock between device-wide synchronizes, L2 flushed."""
     times = []
@@ -548,6 +647,9 @@ def main() -> int:
         "--variants", default="pre_ws,pre_ws_hd,pre_ws_stc,pre_ws_k64,pre_ws_k64_stc,pre_ws_two,inreg_ws_k64"
     )
     p.add_argument("--configs", default="", help="BMxBNxWARPSxSTAGES,... (default: the built-in list)")
+    p.add_argument("--only", default="", help="MxNxK,... : time these ranked shapes only")
+    p.add_argument("--graph", action="store_true", help="also the GPU time alone (do_bench_cudagraph)")
+    p.add_argument("--no-anchors", action="store_true", help="skip cuBLAS, the pre-pass and the host floors")
     args = p.parse_args()
     from kernel_scientist.evaluator import load_task
     from kernel_scientist.evaluator.harness import import_reference
@@ -559,6 +661,8 @@ def main() -> int:
     if not args.smoke:
         triton.set_allocator(_alloc)
     shapes = [(b.m, b.n, b.k, b.seed) for b in task.benchmarks]
+    if args.only:
+        shapes = [s for s in shapes if f"{s[0]}x{s[1]}x{s[2]}" in args.only.split(",")]
     if args.smoke:
         shapes = [(128, 192, 256, 1), (64, 128, 128, 2), (64, 128, 1024, 3)]
     variants = args.variants.split(",")
@@ -573,7 +677,7 @@ def main() -> int:
         inputs[(m, n, k)] = (data, want)
     rows = []
     anchors = {}
-    if not args.smoke:
+    if not args.smoke and not args.no_anchors:
         for (m, n, k), (data, _) in inputs.items():
             a16 = data[0].to(torch.float16).contiguous()
             b16 = data[1].to(torch.float16).contiguous()
@@ -581,7 +685,22 @@ def main() -> int:
         print(
             f"anchor cuBLAS fp16 (no scales, K-contiguous) geomean {geomean(list(anchors.values())):.1f} us", flush=True
         )
-    if not args.smoke:
+        prepass = {}
+        for (m, n, k), (data, _) in inputs.items():
+            a8, b8 = data[0], data[1]
+            a16, b16 = torch.empty_like(a8, dtype=torch.float16), torch.empty_like(b8, dtype=torch.float16)
+            grid = (triton.cdiv(a8.numel(), 4096) + triton.cdiv(b8.numel(), 4096),)
+            prepass[f"{m}x{n}x{k}"] = (
+                triton.testing.do_bench(
+                    lambda: _convert[grid](a8, b8, a16, b16, a8.numel(), b8.numel(), BLOCK=4096),  # noqa: B023
+                    warmup=10,
+                    rep=40,
+                )
+                * 1e3
+            )
+        anchors["prepass alone"] = prepass
+        print("the fp16 pre-pass alone: " + ", ".join(f"{s} {us:.1f}" for s, us in prepass.items()), flush=True)
+    if not args.smoke and not args.no_anchors:
         x = torch.empty(1, device=device)
         small = ref.generate_input(m=64, n=64, k=128, seed=1, device=device)
         probes = {
@@ -602,13 +721,14 @@ def main() -> int:
                 print("deadline reached", flush=True)
                 break
             fn = make(variant, cfg)
-            per, lb, bad, err = {}, {}, 0, None
+            per, lb, graph, bad, err = {}, {}, {}, 0, None
             for (m, n, k), (data, want) in inputs.items():
                 label = f"{m}x{n}x{k}"
                 try:
                     data[-1].fill_(float("nan"))
                     out = fn(data).float()
                 except Exception as exc:  # noqa: BLE001 - a form that does not compile is a result
+                    traceback.print_exc(limit=-3)
                     err = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}" if str(exc) else type(exc).__name__
                     break
                 ok = bool(((out - want).abs() <= ATOL + RTOL * want.abs()).all())
@@ -616,6 +736,8 @@ def main() -> int:
                 if not args.smoke:
                     per[label] = triton.testing.do_bench(lambda: fn(data), warmup=10, rep=40) * 1e3  # noqa: B023
                     lb[label] = leaderboard_us(fn, data, flush)
+                    if args.graph and "lean" not in variant:
+                        graph[label] = triton.testing.do_bench_cudagraph(lambda: fn(data), rep=40) * 1e3  # noqa: B023
             row = {
                 "variant": variant,
                 "config": cfg,
@@ -623,15 +745,19 @@ def main() -> int:
                 "error": err,
                 "do_bench": per,
                 "leaderboard": lb,
+                "graph": graph,
             }
             if per and len(per) == len(inputs):
                 row["geomean_do_bench"] = geomean(list(per.values()))
                 row["geomean_leaderboard"] = geomean(list(lb.values()))
+            if graph and len(graph) == len(inputs):
+                row["geomean_graph"] = geomean(list(graph.values()))
             rows.append(row)
             print(
                 f"{variant:14s} {str(cfg):20s} fail={bad} err={err} "
                 f"do_bench={row.get('geomean_do_bench', math.nan):.1f} "
-                f"leaderboard={row.get('geomean_leaderboard', math.nan):.1f}",
+                f"leaderboard={row.get('geomean_leaderboard', math.nan):.1f} "
+                f"gpu-only={row.get('geomean_graph', math.nan):.1f}",
                 flush=True,
             )
     best: dict[str, tuple[float, str]] = {}

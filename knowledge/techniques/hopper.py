@@ -43,7 +43,7 @@ _FP16_SCRATCH = {}  # (shapes, strides, device) -> the two fp16 buffers; scratch
 
 def to_fp16(a, b):
     """fp16 copies of a and b with the same strides, in buffers reused while the shape repeats."""
-    key = (tuple(a.shape), a.stride(), tuple(b.shape), b.stride(), str(a.device))
+    key = (a.shape, a.stride(), b.shape, b.stride(), a.device)
     buffers = _FP16_SCRATCH.get(key)
     if buffers is None:
         _FP16_SCRATCH.clear()
@@ -125,9 +125,18 @@ _LOAD_A = re.compile(r"^a\s*=\s*tl\.load\(")
 _LOAD_B = re.compile(r"^b\s*=\s*tl\.load\(")
 _ALLOCATOR = '''
 # region: tma_allocator
+_SCRATCH = {}  # (size, stream) -> one buffer: descriptor scratch only, never a result
+
+
 def _descriptor_scratch(size: int, alignment: int, stream):
-    """Global memory for the descriptors a kernel builds on the device (Triton asks per launch)."""
-    return torch.empty(size, dtype=torch.int8, device="cuda")
+    """Global memory for the descriptors a kernel builds on the device. Triton asks on every
+    launch; launches on one stream run in order, so one buffer per size and stream serves them all
+    and no call pays an allocation."""
+    key = (size, stream)
+    buffer = _SCRATCH.get(key)
+    if buffer is None:
+        buffer = _SCRATCH[key] = torch.empty(size, dtype=torch.int8, device="cuda")
+    return buffer
 
 
 if torch.cuda.is_available():

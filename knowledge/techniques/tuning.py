@@ -145,11 +145,34 @@ _LAUNCH_CACHE = '''
 _COMPILED = {}  # (kernel, grid, settings, integer arguments) -> its compiled launcher; never a result
 
 
+def _direct(compiled, grid):
+    """The compiled kernel's own C launcher with its fixed arguments bound: a later call passes
+    only the current stream and the kernel's arguments. Triton's runner would also look up the
+    device and build launch metadata for profiling hooks on every call. None where this Triton's
+    compiled kernel has no such launcher (then its runner is used)."""
+    run, function = getattr(compiled, "run", None), getattr(compiled, "function", None)
+    if run is None or function is None or not torch.cuda.is_available():
+        return None
+    try:
+        driver = triton.runtime.driver.active
+    except (AttributeError, RuntimeError):  # no active GPU driver
+        return None
+    device = torch.cuda.current_device()
+    stream_of = driver.get_current_stream
+    g0, g1, g2 = tuple(grid) + (1,) * (3 - len(grid))
+    packed = compiled.packed_metadata
+
+    def launch(*args):
+        run(g0, g1, g2, stream_of(device), function, packed, None, None, None, *args)
+
+    return launch
+
+
 def launch_cached(kernel, grid, cfg, *args):
     """Launch through Triton's JIT the first time, then straight through the compiled kernel:
     no argument binding, specialisation or cache-key hashing in Python on later calls. Integer
     arguments are part of the key because Triton specialises on them (== 1, multiple of 16)."""
-    key = (kernel, grid, tuple(sorted(cfg.items())), tuple(x for x in args if isinstance(x, int)))
+    key = (kernel, grid, tuple(cfg.items()), tuple(x for x in args if isinstance(x, int)))
     cached = _COMPILED.get(key)
     if cached is not None:
         runner, consts = cached
@@ -161,7 +184,9 @@ def launch_cached(kernel, grid, cfg, *args):
         runner, consts = None, ()
         names = getattr(kernel, "arg_names", None)
         if compiled is not None and names is not None and all(n in cfg for n in names[len(args):]):
-            runner = compiled[tuple(grid) + (1,) * (3 - len(grid))]
+            if hasattr(compiled, "_init_handles"):
+                compiled._init_handles()  # loads the module: function and launcher exist from here
+            runner = _direct(compiled, grid) or compiled[tuple(grid) + (1,) * (3 - len(grid))]
             consts = tuple(cfg[n] for n in names[len(args):])
         _COMPILED[key] = (runner, consts)  # None: this Triton (or its interpreter) launches by JIT only
 # endregion: launch_cache
