@@ -55,6 +55,8 @@ def test_an_sdk_that_owns_agents_and_kernel_scientist_install_side_by_side(tmp_p
         "print(agents.WHO)\n"
         "print(ours.Critic.__module__, ours.__file__)\n"
         "print(len(ev.load_task(ev.__path__[0] + '/tasks/amd_fp8_mm').benchmarks))\n"
+        "from kernel_scientist.commands.evaluate import DEFAULT_TASK\n"
+        "print(DEFAULT_TASK.is_dir(), DEFAULT_TASK)\n"
     )
     # A fresh interpreter outside the checkout, the two installations first on its path.
     proc = subprocess.run(
@@ -65,9 +67,11 @@ def test_an_sdk_that_owns_agents_and_kernel_scientist_install_side_by_side(tmp_p
         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site)},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    who, critic, shapes = proc.stdout.splitlines()
+    who, critic, shapes, default_task = proc.stdout.splitlines()
     assert who == "the stand-in SDK"
     assert critic.startswith("kernel_scientist.agents.critic ") and critic.endswith(
         str(site / "kernel_scientist" / "agents" / "__init__.py")
     )
     assert int(shapes) > 0  # the task folders came with the package
+    # evaluate's default problem folder is the installed one, not a path beside the checkout
+    assert default_task == f"True {site / 'kernel_scientist' / 'evaluator' / 'tasks' / 'amd_fp8_mm'}"

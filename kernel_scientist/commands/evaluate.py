@@ -5,6 +5,7 @@ Exit code 0 when it passes, 1 when it is rejected (any outcome but passed), 2 on
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -12,7 +13,16 @@ import msgspec
 
 from ._args import UsageError, natural_int, positive_float
 
-DEFAULT_TASK = Path(__file__).resolve().parents[2] / "evaluator" / "tasks" / "amd_fp8_mm"
+
+def _evaluator_folder() -> Path:
+    """Where the evaluator package's files are, however it was installed (a checkout's editable
+    install maps it to evaluator/, a wheel to kernel_scientist/evaluator/), without importing it."""
+    spec = importlib.util.find_spec("kernel_scientist.evaluator")
+    assert spec is not None and spec.submodule_search_locations  # a subpackage of this package
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+DEFAULT_TASK = _evaluator_folder() / "tasks" / "amd_fp8_mm"
 
 
 def add(sub) -> None:
