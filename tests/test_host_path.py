@@ -135,3 +135,70 @@ def test_a_harness_child_finds_the_package_in_a_tree_of_links(tmp_path):
 
 def test_the_checkout_install_still_names_its_own_root():
     assert scrubbed_env()["PYTHONPATH"].split(os.pathsep)[0] == str(ROOT)
+
+
+def _replay_namespace(monkeypatch):
+    """The seed after launch_replay, reduced to its host helpers (launch cache with the recorder
+    hooks, the replay wrapper), with a GPU driver stood in so that the direct launcher is used."""
+    from kernel_scientist.knowledge._regions import parse
+    from kernel_scientist.knowledge.techniques.replay import LaunchReplay
+
+    seed = (ROOT / "evaluator" / "tasks" / "amd_fp8_mm" / "submission.py").read_text()
+    source = LaunchReplay().apply(seed, {"replay": True})
+    assert "@_ks_replayed\ndef custom_kernel(data):" in source
+    lines, regions = source.splitlines(), parse(source)
+    helpers = "\n".join(
+        "\n".join(lines[regions[name].start : regions[name].end + 1]) for name in ("launch_cache", "launch_replay")
+    )
+    return _helpers(monkeypatch, cuda=True) | {"__name__": "replayed"}, helpers
+
+
+def _compile(namespace, helpers, body):
+    exec(helpers + "\n\n" + body, namespace)
+    return namespace["custom_kernel"]
+
+
+_BODY = """
+BODY_RUNS = []
+
+
+@_ks_replayed
+def custom_kernel(data):
+    a, b, c = data
+    BODY_RUNS.append(1)
+    {extra}
+    launch_cached(KERNEL, (a.shape[0],), {{"BLOCK": 4}}, a, {b_arg}, c, a.shape[0])
+    return c
+"""
+
+
+def _inputs(n=8):
+    return (torch.randn(n), torch.randn(n), torch.zeros(n))
+
+
+def test_launches_are_replayed_with_each_calls_tensors(monkeypatch):
+    ns, helpers = _replay_namespace(monkeypatch)
+    ns["KERNEL"] = kernel = _Kernel()
+    kernel.arg_names = ("a", "b", "c", "n", "BLOCK")
+    fn = _compile(ns, helpers, _BODY.format(extra="", b_arg="b"))
+    calls = [_inputs() for _ in range(6)]
+    for data in calls:
+        assert fn(data) is data[2]
+    assert len(ns["BODY_RUNS"]) == 3  # the first call, then two recordings; the rest replayed
+    runs = [c for c in kernel.calls if c[0] == "run"]
+    assert len(runs) == 5 and [c[0] for c in kernel.calls].count("jit") == 1
+    for data, run in zip(calls[1:], runs):
+        assert run[10] is data[0] and run[11] is data[1] and run[12] is data[2] and run[13:] == (8, 4)
+    fn(_inputs(16))  # another signature: runs as written again
+    assert len(ns["BODY_RUNS"]) == 4
+
+
+def test_a_call_that_runs_a_torch_op_or_passes_a_fresh_tensor_is_never_replayed(monkeypatch):
+    for extra, b_arg in (("c.zero_()", "b"), ("", "b * 2")):
+        ns, helpers = _replay_namespace(monkeypatch)
+        ns["KERNEL"] = kernel = _Kernel()
+        kernel.arg_names = ("a", "b", "c", "n", "BLOCK")
+        fn = _compile(ns, helpers, _BODY.format(extra=extra, b_arg=b_arg))
+        for _ in range(6):
+            fn(_inputs())
+        assert len(ns["BODY_RUNS"]) == 6, (extra, b_arg)

@@ -13,6 +13,7 @@ from .launch import BlockSize, LaunchStages, LaunchWarps
 from .layout import LayoutPrepass
 from .order import GroupedOrder, Persistent, XcdRemap
 from .precision import AccumulationPrecision
+from .replay import LaunchReplay
 from .split_k import SplitK
 from .tunables import Stages, TileShape, Warps
 from .tuning import InSubmissionTuning, LeanHost
@@ -34,6 +35,7 @@ _CLASSES = (
     ShapeDispatch,
     InSubmissionTuning,
     LeanHost,
+    LaunchReplay,
     Crossover,
     BlockSize,
     LaunchWarps,

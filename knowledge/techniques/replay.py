@@ -1,0 +1,183 @@
+"""Launch replay: per input signature, the launches of one call recorded once and replayed.
+
+Why: a leaderboard times each call alone, so every microsecond of Python between the call and its
+last launch is in the score. After ``lean_host`` the launches themselves are cheap, but the
+submission's own Python still runs on every call: unpacking, settings, the pre-pass's buffer
+lookup, a dozen ``stride()`` calls, the tuner's lookup, the launch cache's key. On the H200 that was
+about 100 us of host work per call for a kernel whose GPU time on the small shapes is 20-40 us
+(docs/h200.md, fifth session). None of it changes while the inputs' shapes, strides and dtypes stay
+the same, which in a benchmark they do for every call of a shape.
+
+How: ``custom_kernel`` is wrapped. Its second and third calls per input signature run as written
+while the launch cache records each launch (the compiled launcher and its arguments) and a torch
+dispatch mode counts torch operations. If both recordings made the same launches, every tensor
+argument was either one of the inputs or the same buffer both times, no torch operation ran (an
+in-place zeroing or a per-call copy would be skipped by a replay) and the result was one of the
+inputs, later calls replay the launches with the new call's tensors in the same argument positions.
+Anything else, and every call runs as written. The GPU does all the work on every call.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .._base import NotApplicable, Param, Technique, Variant
+from .._regions import has, insert_after_region, require
+from .tuning import LeanHost
+
+REPLAY = '''
+# region: launch_replay
+_KS_PLANS = {}  # input signature -> (launches, result index); launchers and buffers, never a result
+_KS_RECORDING = None  # while a call is recorded: its launches, (launcher, arguments) or None for a JIT launch
+
+
+def _ks_signature(data):
+    """What a recorded call depends on besides the values: each tensor's shape, strides, dtype,
+    device and 16-byte alignment (Triton specialises on it); any other argument itself."""
+    return tuple(
+        (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16 == 0) if isinstance(t, torch.Tensor) else (type(t), t)
+        for t in data
+    )
+
+
+def _ks_roles(launches, data):
+    """Each launch's arguments as ("input", index into data) or ("fixed", value); None if a launch
+    went through the JIT (nothing to replay)."""
+    roles = []
+    for launch in launches:
+        if launch is None:
+            return None
+        runner, args = launch
+        roles.append((runner, tuple(
+            next((("input", i) for i, d in enumerate(data) if arg is d), ("fixed", arg)) for arg in args
+        )))
+    return roles
+
+
+def _ks_same(first, second):
+    """Two recordings made the same launches with the same fixed arguments (buffers: the same objects)."""
+    if first is None or second is None or len(first) != len(second):
+        return False
+    for (runner_a, roles_a), (runner_b, roles_b) in zip(first, second):
+        if runner_a is not runner_b or len(roles_a) != len(roles_b):
+            return False
+        for (kind_a, a), (kind_b, b) in zip(roles_a, roles_b):
+            if kind_a != kind_b or not (a is b or (not isinstance(a, torch.Tensor) and type(a) is type(b) and a == b)):
+                return False
+    return True
+
+
+def _ks_replayed(fn):
+    """``fn`` recorded on its second and third calls per input signature, then replayed (module docstring)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _Ops(TorchDispatchMode):
+        count = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.count += 1
+            return func(*args, **(kwargs or {}))
+
+    recordings = {}  # signature -> [roles of call 2] ; the string "no" once a signature cannot replay
+
+    def call(data):
+        global _KS_RECORDING
+        key = _ks_signature(data)
+        plan = _KS_PLANS.get(key)
+        if plan is not None:
+            launches, result = plan
+            for runner, template, slots in launches:
+                args = list(template)
+                for position, index in slots:
+                    args[position] = data[index]
+                runner(*args)
+            return data[result]
+        seen = recordings.get(key)
+        if seen is None or seen == "no":  # the first call may tune, compile and allocate
+            recordings[key] = [] if seen is None else "no"
+            return fn(data)
+        ops = _Ops()
+        _KS_RECORDING = []
+        try:
+            with ops:
+                out = fn(data)
+            launches = _KS_RECORDING
+        finally:
+            _KS_RECORDING = None
+        result = next((i for i, d in enumerate(data) if out is d), None)
+        roles = _ks_roles(launches, data)
+        if ops.count or result is None or roles is None or not launches:
+            recordings[key] = "no"
+        elif not seen:
+            seen.append((roles, result))
+        elif _ks_same(seen[0][0], roles) and seen[0][1] == result:
+            _KS_PLANS[key] = (
+                [
+                    (runner, tuple(None if kind == "input" else value for kind, value in arg_roles),
+                     tuple((p, value) for p, (kind, value) in enumerate(arg_roles) if kind == "input"))
+                    for runner, arg_roles in roles
+                ],
+                result,
+            )
+        else:
+            recordings[key] = "no"
+        return out
+
+    return call
+# endregion: launch_replay
+'''
+
+# Lines of the launch cache (tuning.py) that the recorder hooks into.
+_CACHED_CALL = "            runner(*args, *consts)\n            return\n"
+_JIT_CALL = "    compiled = kernel[grid](*args, **cfg)\n"
+_ENTRY = re.compile(r"^def custom_kernel\(data\):$", re.MULTILINE)
+
+
+class LaunchReplay(Technique):
+    name = "launch_replay"
+    title = "Launch replay: record a call's launches once per input signature, replay them"
+    category = "tuning"
+    prose = (
+        "Under a leaderboard's protocol every call is timed alone, so the submission's own Python "
+        "between the call and its last launch is part of the score: unpacking, settings, buffer "
+        "lookups, stride() calls, cache keys. None of it changes while the inputs' shapes, strides "
+        "and dtypes stay the same. Recording the compiled launches of a call (with the launch "
+        "cache) and replaying them with each new call's tensors leaves one signature lookup and "
+        "the launchers; a recording that ran torch operations, made different launches twice or "
+        "passed a per-call tensor is never replayed. Nothing on the GPU changes."
+    )
+    prior_min, prior_max = 0.0, 0.3
+    novelty = 0.7
+
+    def detect(self, source: str) -> dict[str, Param] | None:
+        require(source, "launch", why=self.name)
+        return {"replay": True} if has(source, "launch_replay") else None
+
+    def variants(self, source: str, reference: str | None = None) -> list[Variant]:
+        changes = [
+            "launch each compiled kernel directly (lean_host), if not done yet",
+            "record the launches of a call's second and third runs per input signature",
+            "replay them with each later call's tensors when both recordings agree and ran no torch op",
+        ]
+        return self._fresh(source, [self._variant({"replay": True}, "replayed launches", changes)])
+
+    def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
+        self._param(params, "replay", (True,))
+        if self.detect(source) is not None:
+            return source
+        if not has(source, "launch_cache"):
+            source = LeanHost().apply(source, {"launch": "compiled"})
+        if _CACHED_CALL not in source or _JIT_CALL not in source or len(_ENTRY.findall(source)) != 1:
+            raise NotApplicable(f"{self.name}: the launch cache or `def custom_kernel(data):` is not in its known form")
+        source = source.replace(
+            _CACHED_CALL,
+            "            if _KS_RECORDING is not None:\n"
+            "                _KS_RECORDING.append((runner, args + consts))\n" + _CACHED_CALL,
+        )
+        source = source.replace(
+            _JIT_CALL,
+            "    if _KS_RECORDING is not None:\n"
+            "        _KS_RECORDING.append(None)  # a JIT launch: this call cannot be replayed\n" + _JIT_CALL,
+        )
+        source = insert_after_region(source, "launch_cache", REPLAY)
+        return _ENTRY.sub("@_ks_replayed\ndef custom_kernel(data):", source)
