@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from kernel_scientist.evaluator import static_findings
 from kernel_scientist.knowledge import NotApplicable, Variant
 from test_task import TASK, load_submission, reference
 
@@ -164,6 +165,8 @@ def test_every_variant_passes(variant, tmp_path):
     source = item.apply(SEED, variant.params)
     assert source != SEED
     compile(source, "variant.py", "exec")
+    # The critic's static rules would send a rejected form back before any evaluation.
+    assert not [f for f in static_findings(source) if f.severity == "reject"], static_findings(source)
     # The form just applied is not offered again.
     assert all(v.params != variant.params for v in item.variants(source))
     if _cpu_checkable(variant):

@@ -28,14 +28,16 @@ from .tuning import LeanHost
 REPLAY = '''
 # region: launch_replay
 _KS_PLANS = {}  # input signature -> (launches, result index); launchers and buffers, never a result
-_KS_RECORDING = None  # while a call is recorded: its launches, (launcher, arguments) or None for a JIT launch
+_KS_RECORDING = []  # while a call is recorded, one list: its launches, (launcher, arguments) or None for a JIT launch
 
 
 def _ks_signature(data):
     """What a recorded call depends on besides the values: each tensor's shape, strides, dtype,
-    device and 16-byte alignment (Triton specialises on it); any other argument itself."""
+    device and 16-byte alignment (Triton specialises on it; torch's storages start aligned, so the
+    offset into one decides); any other argument itself."""
     return tuple(
-        (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16 == 0) if isinstance(t, torch.Tensor) else (type(t), t)
+        (t.shape, t.stride(), t.dtype, t.device, t.storage_offset() * t.element_size() % 16 == 0)
+        if isinstance(t, torch.Tensor) else (type(t), t)
         for t in data
     )
 
@@ -81,7 +83,6 @@ def _ks_replayed(fn):
     recordings = {}  # signature -> [roles of call 2] ; the string "no" once a signature cannot replay
 
     def call(data):
-        global _KS_RECORDING
         key = _ks_signature(data)
         plan = _KS_PLANS.get(key)
         if plan is not None:
@@ -96,14 +97,13 @@ def _ks_replayed(fn):
         if seen is None or seen == "no":  # the first call may tune, compile and allocate
             recordings[key] = [] if seen is None else "no"
             return fn(data)
-        ops = _Ops()
-        _KS_RECORDING = []
+        ops, launches = _Ops(), []
+        _KS_RECORDING.append(launches)
         try:
             with ops:
                 out = fn(data)
-            launches = _KS_RECORDING
         finally:
-            _KS_RECORDING = None
+            _KS_RECORDING.clear()
         result = next((i for i, d in enumerate(data) if out is d), None)
         roles = _ks_roles(launches, data)
         if ops.count or result is None or roles is None or not launches:
@@ -171,13 +171,13 @@ class LaunchReplay(Technique):
             raise NotApplicable(f"{self.name}: the launch cache or `def custom_kernel(data):` is not in its known form")
         source = source.replace(
             _CACHED_CALL,
-            "            if _KS_RECORDING is not None:\n"
-            "                _KS_RECORDING.append((runner, args + consts))\n" + _CACHED_CALL,
+            "            if _KS_RECORDING:\n"
+            "                _KS_RECORDING[0].append((runner, args + consts))\n" + _CACHED_CALL,
         )
         source = source.replace(
             _JIT_CALL,
-            "    if _KS_RECORDING is not None:\n"
-            "        _KS_RECORDING.append(None)  # a JIT launch: this call cannot be replayed\n" + _JIT_CALL,
+            "    if _KS_RECORDING:\n"
+            "        _KS_RECORDING[0].append(None)  # a JIT launch: this call cannot be replayed\n" + _JIT_CALL,
         )
         source = insert_after_region(source, "launch_cache", REPLAY)
         return _ENTRY.sub("@_ks_replayed\ndef custom_kernel(data):", source)
