@@ -122,13 +122,13 @@ def _arguments() -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=Path("bench.json"))
     p.add_argument("--max-calls", type=int, default=100)
     p.add_argument("--budget", type=float, default=3.0, help="wall seconds per method and shape")
+    p.add_argument("--skip", default="", help="comma-separated anchors to leave out (reference, scaled_mm, seed)")
     p.add_argument(
         "--do-bench",
         action="store_true",
         help="also time each method as the published anchors were: median of triton.testing.do_bench "
         "on one input set (no fresh inputs per call, no per-call host synchronisation)",
     )
-    p.add_argument("--skip", default="", help="comma-separated anchors to leave out (reference, scaled_mm, seed)")
     p.add_argument(
         "--same-inputs",
         action="store_true",

@@ -22,144 +22,50 @@ from pathlib import Path
 import torch
 import triton
 import triton.language as tl
+from _gemm_forms import ATOL, RTOL, convert, grouped_tile, parse_configs, to_fp16_block
 from kernel_scientist.evaluator import geomean
 
 ROOT = Path(__file__).resolve().parents[1]
 
-RTOL, ATOL = 2e-2, 1e-3
-CONFIGS = [
-    (128, 128, 8, 3),
-    (128, 128, 8, 4),
-    (64, 128, 4, 4),
-    (128, 64, 4, 4),
-    (64, 64, 4, 4),
-    (128, 256, 8, 3),
-    (256, 128, 8, 3),
-    (64, 256, 4, 4),
-]
+# (BLOCK_M, BLOCK_N, num_warps, num_stages)
+CONFIGS = parse_configs("128x128x8x3,128x128x8x4,64x128x4x4,128x64x4x4,64x64x4x4,128x256x8x3,256x128x8x3,64x256x4x4")
 
 
 @triton.jit
-def _convert(a_ptr, b_ptr, a16_ptr, b16_ptr, NA, NB, BLOCK: tl.constexpr):
-    """fp8 -> fp16, element for element, both operands in one launch (layout kept)."""
-    pid = tl.program_id(0)
-    blocks_a = tl.cdiv(NA, BLOCK)
-    if pid < blocks_a:
-        offs = pid * BLOCK + tl.arange(0, BLOCK)
-        mask = offs < NA
-        tl.store(a16_ptr + offs, tl.load(a_ptr + offs, mask=mask).to(tl.float16), mask=mask)
+def _scales(as_ptr, bs_ptr, kb, M, N, NBLK_N, offs_m, offs_n, other: tl.constexpr = 0.0):
+    """The a and b scales of scale block kb for a tile's rows and columns."""
+    a_s = tl.load(as_ptr + kb * M + offs_m)
+    b_s = tl.load(bs_ptr + kb * NBLK_N + offs_n // 128, mask=offs_n < N, other=other)
+    return a_s, b_s
+
+
+@triton.jit
+def _block(a_desc, b_desc, k0, m0, n0, BLOCK_M, BLOCK_N, SUBK, CONVERT, LO):
+    """One 128-deep scale block's product (from k0 + LO) in SUBK-deep dots; CONVERT: fp8 tiles to fp16 first."""
+    partial = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for kk in tl.static_range(LO, LO + 128, SUBK):
+        a = a_desc.load([k0 + kk, m0])
+        b = b_desc.load([k0 + kk, n0])
+        if CONVERT:
+            a = a.to(tl.float16)
+            b = b.to(tl.float16)
+        partial = tl.dot(a.T, b, partial)
+    return partial
+
+
+@triton.jit
+def _grid_barrier(bar_ptr, NUM_PROGS: tl.constexpr):
+    """All NUM_PROGS (co-resident, persistent) programs wait here for each other. bar_ptr holds
+    [arrivals, generation]: the last to arrive resets the count and bumps the generation, which
+    the others spin on, so the barrier is reusable call after call with no host-side reset."""
+    gen = tl.atomic_add(bar_ptr + 1, 0, sem="acquire")
+    arrived = tl.atomic_add(bar_ptr, 1, sem="acq_rel")
+    if arrived == NUM_PROGS - 1:
+        tl.atomic_xchg(bar_ptr, 0, sem="relaxed")
+        tl.atomic_add(bar_ptr + 1, 1, sem="release")
     else:
-        offs = (pid - blocks_a) * BLOCK + tl.arange(0, BLOCK)
-        mask = offs < NB
-        tl.store(b16_ptr + offs, tl.load(b_ptr + offs, mask=mask).to(tl.float16), mask=mask)
-
-
-@triton.jit
-def _tiles(
-    a_desc,
-    b_desc,
-    c_desc,
-    as_ptr,
-    bs_ptr,
-    c_ptr,
-    M,
-    N,
-    K,
-    NBLK_N,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    GROUP_M: tl.constexpr,
-    CONVERT: tl.constexpr,
-    NUM_PROGS: tl.constexpr,
-    WS: tl.constexpr,
-    SUBK: tl.constexpr,
-    TWO: tl.constexpr,
-    TMA_C: tl.constexpr,
-    LAG: tl.constexpr = False,
-    RS: tl.constexpr = False,
-):
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    num_tiles = num_pid_m * num_pid_n
-    STEP: tl.constexpr = 256 if TWO else 128
-    for tile in tl.range(tl.program_id(0), num_tiles, NUM_PROGS, flatten=True, warp_specialize=WS):
-        group = GROUP_M * num_pid_n
-        first_m = (tile // group) * GROUP_M
-        size_m = min(num_pid_m - first_m, GROUP_M)
-        pid_m = first_m + (tile % group) % size_m
-        pid_n = (tile % group) // size_m
-        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        if RS:
-            # One live fp32 tile: the accumulator is kept in units of the current block's scale,
-            # acc_kb = acc_(kb-1) * s_(kb-1) / s_kb + dot_kb, so the dot accumulates in place and
-            # c = s_last * acc. Half the registers of the scaled add: room for larger tiles or a
-            # second program per SM whose dots fill this one's rescaling.
-            prev_as = tl.full((BLOCK_M,), 1.0, tl.float32)
-            prev_bs = tl.full((BLOCK_N,), 1.0, tl.float32)
-            for k0 in range(0, K, SUBK):
-                if k0 % 128 == 0:
-                    kb = k0 // 128
-                    a_s = tl.load(as_ptr + kb * M + offs_m)
-                    b_s = tl.load(bs_ptr + kb * NBLK_N + offs_n // 128, mask=offs_n < N, other=1.0)
-                    acc = acc * ((prev_as / a_s)[:, None] * (prev_bs / b_s)[None, :])
-                    prev_as, prev_bs = a_s, b_s
-                a = a_desc.load([k0, pid_m * BLOCK_M])
-                b = b_desc.load([k0, pid_n * BLOCK_N])
-                acc = tl.dot(a.T, b, acc)
-            acc = acc * (prev_as[:, None] * prev_bs[None, :])
-        elif LAG:
-            # The scaled add of block kb-1 is written after the dot of block kb, so the
-            # tensor cores can run that dot while the CUDA cores scale the previous one.
-            prev = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            prev_as = tl.zeros((BLOCK_M,), dtype=tl.float32)
-            prev_bs = tl.zeros((BLOCK_N,), dtype=tl.float32)
-            for k0 in range(0, K, 128):
-                a = a_desc.load([k0, pid_m * BLOCK_M])
-                b = b_desc.load([k0, pid_n * BLOCK_N])
-                partial = tl.dot(a.T, b)
-                acc += prev * prev_as[:, None] * prev_bs[None, :]
-                kb = k0 // 128
-                a_s = tl.load(as_ptr + kb * M + offs_m)
-                b_s = tl.load(bs_ptr + kb * NBLK_N + offs_n // 128, mask=offs_n < N, other=0.0)
-                prev, prev_as, prev_bs = partial, a_s, b_s
-            acc += prev * prev_as[:, None] * prev_bs[None, :]
-        else:
-            for k0 in range(0, K, STEP):
-                partial = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-                for kk in tl.static_range(0, 128, SUBK):
-                    a = a_desc.load([k0 + kk, pid_m * BLOCK_M])
-                    b = b_desc.load([k0 + kk, pid_n * BLOCK_N])
-                    if CONVERT:
-                        a = a.to(tl.float16)
-                        b = b.to(tl.float16)
-                    partial = tl.dot(a.T, b, partial)
-                if TWO:
-                    partial2 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-                    for kk in tl.static_range(128, 256, SUBK):
-                        a = a_desc.load([k0 + kk, pid_m * BLOCK_M])
-                        b = b_desc.load([k0 + kk, pid_n * BLOCK_N])
-                        if CONVERT:
-                            a = a.to(tl.float16)
-                            b = b.to(tl.float16)
-                        partial2 = tl.dot(a.T, b, partial2)
-                kb = k0 // 128
-                a_s = tl.load(as_ptr + kb * M + offs_m)
-                b_s = tl.load(bs_ptr + kb * NBLK_N + offs_n // 128, mask=offs_n < N, other=0.0)
-                acc += partial * a_s[:, None] * b_s[None, :]
-                if TWO:
-                    a_s2 = tl.load(as_ptr + (kb + 1) * M + offs_m)
-                    b_s2 = tl.load(bs_ptr + (kb + 1) * NBLK_N + offs_n // 128, mask=offs_n < N, other=0.0)
-                    acc += partial2 * a_s2[:, None] * b_s2[None, :]
-        if TMA_C:
-            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(tl.bfloat16))
-        else:
-            tl.store(
-                c_ptr + offs_m[:, None] * N + offs_n[None, :],
-                acc.to(tl.bfloat16),
-                mask=(offs_m[:, None] < M) & (offs_n[None, :] < N),
-            )
+        while tl.atomic_add(bar_ptr + 1, 0, sem="acquire") == gen:
+            pass
 
 
 @triton.jit
@@ -184,176 +90,99 @@ def _gemm(
     TMA_C: tl.constexpr,
     LAG: tl.constexpr,
     RS: tl.constexpr = False,
+    c_desc=None,
+    a8_ptr=None,
+    b8_ptr=None,
+    bar_ptr=None,
+    CBLOCK: tl.constexpr = 4096,
 ):
-    # a is [M, K] column-major, so a [K, M] row-major array for a descriptor; b likewise [K, N].
-    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[K, M], strides=[M, 1], block_shape=[SUBK, BLOCK_M])
-    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[N, 1], block_shape=[SUBK, BLOCK_N])
-    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
-    _tiles(
-        a_desc,
-        b_desc,
-        c_desc,
-        as_ptr,
-        bs_ptr,
-        c_ptr,
-        M,
-        N,
-        K,
-        NBLK_N,
-        BLOCK_M,
-        BLOCK_N,
-        GROUP_M,
-        CONVERT,
-        NUM_PROGS,
-        WS,
-        SUBK,
-        TWO,
-        TMA_C,
-        LAG,
-        RS,
-    )
-
-
-@triton.jit
-def _grid_barrier(bar_ptr, NUM_PROGS: tl.constexpr):
-    """All NUM_PROGS (co-resident, persistent) programs wait here for each other. bar_ptr holds
-    [arrivals, generation]: the last to arrive resets the count and bumps the generation, which
-    the others spin on, so the barrier is reusable call after call with no host-side reset."""
-    gen = tl.atomic_add(bar_ptr + 1, 0, sem="acquire")
-    arrived = tl.atomic_add(bar_ptr, 1, sem="acq_rel")
-    if arrived == NUM_PROGS - 1:
-        tl.atomic_xchg(bar_ptr, 0, sem="relaxed")
-        tl.atomic_add(bar_ptr + 1, 1, sem="release")
+    """The persistent tile loop over a and b (fp16, or fp8 with CONVERT) through TMA descriptors, built
+    here over a_ptr, b_ptr and c_ptr; with ``c_desc`` (token ``hd``) a_ptr, b_ptr and c_desc are
+    descriptors built on the host. With ``a8_ptr`` and ``b8_ptr`` (token ``one``) the pre-pass runs in
+    the same launch: every program converts its share of them into a_ptr and b_ptr (CBLOCK elements
+    a block), a grid-wide barrier on ``bar_ptr``, then the tile loop reads the fp16 copies."""
+    if a8_ptr is not None:
+        pid = tl.program_id(0)
+        na = M * K
+        nb = N * K
+        blocks_a = tl.cdiv(na, CBLOCK)
+        total = blocks_a + tl.cdiv(nb, CBLOCK)
+        for blk in range(pid, total, NUM_PROGS):
+            to_fp16_block(blk, blocks_a, a8_ptr, b8_ptr, a_ptr, b_ptr, na, nb, CBLOCK)
+        tl.debug_barrier()
+        _grid_barrier(bar_ptr, NUM_PROGS)
+        # The copies were written through ordinary stores; the tensor-memory engine reads through the
+        # async proxy, which needs this fence to see them.
+        tl.inline_asm_elementwise(
+            "fence.proxy.async.global; mov.u32 $0, 0;", "=r", [], dtype=tl.int32, is_pure=False, pack=1
+        )
+    if c_desc is None:
+        # a is [M, K] column-major, so a [K, M] row-major array for a descriptor; b likewise [K, N].
+        a_desc = tl.make_tensor_descriptor(a_ptr, shape=[K, M], strides=[M, 1], block_shape=[SUBK, BLOCK_M])
+        b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[N, 1], block_shape=[SUBK, BLOCK_N])
+        c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
     else:
-        while tl.atomic_add(bar_ptr + 1, 0, sem="acquire") == gen:
-            pass
-
-
-@triton.jit
-def _gemm_one(
-    a_ptr,
-    b_ptr,
-    a16_ptr,
-    b16_ptr,
-    as_ptr,
-    bs_ptr,
-    c_ptr,
-    bar_ptr,
-    M,
-    N,
-    K,
-    NBLK_N,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    GROUP_M: tl.constexpr,
-    CONVERT: tl.constexpr,
-    NUM_PROGS: tl.constexpr,
-    WS: tl.constexpr,
-    SUBK: tl.constexpr,
-    TWO: tl.constexpr,
-    TMA_C: tl.constexpr,
-    LAG: tl.constexpr,
-    CBLOCK: tl.constexpr,
-    RS: tl.constexpr = False,
-):
-    """The pre-pass and the GEMM in one launch: every program converts its share of a and b to
-    fp16, a grid-wide barrier, then the persistent tile loop reads the fp16 copies through TMA."""
-    pid = tl.program_id(0)
-    na = M * K
-    nb = N * K
-    blocks_a = tl.cdiv(na, CBLOCK)
-    total = blocks_a + tl.cdiv(nb, CBLOCK)
-    for blk in range(pid, total, NUM_PROGS):
-        if blk < blocks_a:
-            offs = blk * CBLOCK + tl.arange(0, CBLOCK)
-            mask = offs < na
-            tl.store(a16_ptr + offs, tl.load(a_ptr + offs, mask=mask).to(tl.float16), mask=mask)
+        a_desc = a_ptr
+        b_desc = b_ptr
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_tiles = num_pid_m * num_pid_n
+    STEP: tl.constexpr = 256 if TWO else 128
+    for tile in tl.range(tl.program_id(0), num_tiles, NUM_PROGS, flatten=True, warp_specialize=WS):
+        pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
+        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        if RS:
+            # One live fp32 tile: the accumulator is kept in units of the current block's scale,
+            # acc_kb = acc_(kb-1) * s_(kb-1) / s_kb + dot_kb, so the dot accumulates in place and
+            # c = s_last * acc. Half the registers of the scaled add: room for larger tiles or a
+            # second program per SM whose dots fill this one's rescaling.
+            prev_as = tl.full((BLOCK_M,), 1.0, tl.float32)
+            prev_bs = tl.full((BLOCK_N,), 1.0, tl.float32)
+            for k0 in range(0, K, SUBK):
+                if k0 % 128 == 0:
+                    a_s, b_s = _scales(as_ptr, bs_ptr, k0 // 128, M, N, NBLK_N, offs_m, offs_n, 1.0)
+                    acc = acc * ((prev_as / a_s)[:, None] * (prev_bs / b_s)[None, :])
+                    prev_as, prev_bs = a_s, b_s
+                a = a_desc.load([k0, pid_m * BLOCK_M])
+                b = b_desc.load([k0, pid_n * BLOCK_N])
+                acc = tl.dot(a.T, b, acc)
+            acc = acc * (prev_as[:, None] * prev_bs[None, :])
+        elif LAG:
+            # The scaled add of block kb-1 is written after the dot of block kb, so the
+            # tensor cores can run that dot while the CUDA cores scale the previous one.
+            prev = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            prev_as = tl.zeros((BLOCK_M,), dtype=tl.float32)
+            prev_bs = tl.zeros((BLOCK_N,), dtype=tl.float32)
+            for k0 in range(0, K, 128):
+                a = a_desc.load([k0, pid_m * BLOCK_M])
+                b = b_desc.load([k0, pid_n * BLOCK_N])
+                partial = tl.dot(a.T, b)
+                acc += prev * prev_as[:, None] * prev_bs[None, :]
+                a_s, b_s = _scales(as_ptr, bs_ptr, k0 // 128, M, N, NBLK_N, offs_m, offs_n)
+                prev, prev_as, prev_bs = partial, a_s, b_s
+            acc += prev * prev_as[:, None] * prev_bs[None, :]
         else:
-            offs = (blk - blocks_a) * CBLOCK + tl.arange(0, CBLOCK)
-            mask = offs < nb
-            tl.store(b16_ptr + offs, tl.load(b_ptr + offs, mask=mask).to(tl.float16), mask=mask)
-    tl.debug_barrier()
-    _grid_barrier(bar_ptr, NUM_PROGS)
-    # The copies were written through ordinary stores; the tensor-memory engine reads through the
-    # async proxy, which needs this fence to see them.
-    tl.inline_asm_elementwise(
-        "fence.proxy.async.global; mov.u32 $0, 0;", "=r", [], dtype=tl.int32, is_pure=False, pack=1
-    )
-    a_desc = tl.make_tensor_descriptor(a16_ptr, shape=[K, M], strides=[M, 1], block_shape=[SUBK, BLOCK_M])
-    b_desc = tl.make_tensor_descriptor(b16_ptr, shape=[K, N], strides=[N, 1], block_shape=[SUBK, BLOCK_N])
-    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
-    _tiles(
-        a_desc,
-        b_desc,
-        c_desc,
-        as_ptr,
-        bs_ptr,
-        c_ptr,
-        M,
-        N,
-        K,
-        NBLK_N,
-        BLOCK_M,
-        BLOCK_N,
-        GROUP_M,
-        CONVERT,
-        NUM_PROGS,
-        WS,
-        SUBK,
-        TWO,
-        TMA_C,
-        LAG,
-        RS,
-    )
-
-
-@triton.jit
-def _gemm_host(
-    a_desc,
-    b_desc,
-    c_desc,
-    as_ptr,
-    bs_ptr,
-    c_ptr,
-    M,
-    N,
-    K,
-    NBLK_N,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    GROUP_M: tl.constexpr,
-    CONVERT: tl.constexpr,
-    NUM_PROGS: tl.constexpr,
-    WS: tl.constexpr,
-    SUBK: tl.constexpr,
-    TWO: tl.constexpr,
-    TMA_C: tl.constexpr,
-    LAG: tl.constexpr,
-    RS: tl.constexpr = False,
-):
-    _tiles(
-        a_desc,
-        b_desc,
-        c_desc,
-        as_ptr,
-        bs_ptr,
-        c_ptr,
-        M,
-        N,
-        K,
-        NBLK_N,
-        BLOCK_M,
-        BLOCK_N,
-        GROUP_M,
-        CONVERT,
-        NUM_PROGS,
-        WS,
-        SUBK,
-        TWO,
-        TMA_C,
-        LAG,
-        RS,
-    )
+            for k0 in range(0, K, STEP):
+                m0, n0 = pid_m * BLOCK_M, pid_n * BLOCK_N
+                partial = _block(a_desc, b_desc, k0, m0, n0, BLOCK_M, BLOCK_N, SUBK, CONVERT, 0)
+                if TWO:
+                    partial2 = _block(a_desc, b_desc, k0, m0, n0, BLOCK_M, BLOCK_N, SUBK, CONVERT, 128)
+                kb = k0 // 128
+                a_s, b_s = _scales(as_ptr, bs_ptr, kb, M, N, NBLK_N, offs_m, offs_n)
+                acc += partial * a_s[:, None] * b_s[None, :]
+                if TWO:
+                    a_s2, b_s2 = _scales(as_ptr, bs_ptr, kb + 1, M, N, NBLK_N, offs_m, offs_n)
+                    acc += partial2 * a_s2[:, None] * b_s2[None, :]
+        if TMA_C:
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(tl.bfloat16))
+        else:
+            tl.store(
+                c_ptr + offs_m[:, None] * N + offs_n[None, :],
+                acc.to(tl.bfloat16),
+                mask=(offs_m[:, None] < M) & (offs_n[None, :] < N),
+            )
 
 
 @triton.jit
@@ -386,11 +215,7 @@ def _gemm_sk(
     pid = tl.program_id(0)
     tile = pid % num_tiles
     split = pid // num_tiles
-    group = GROUP_M * num_pid_n
-    first_m = (tile // group) * GROUP_M
-    size_m = min(num_pid_m - first_m, GROUP_M)
-    pid_m = first_m + (tile % group) % size_m
-    pid_n = (tile % group) // size_m
+    pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     k_blocks = tl.cdiv(K, 128)
@@ -402,8 +227,7 @@ def _gemm_sk(
         a = a_desc.load([kb * 128, pid_m * BLOCK_M])
         b = b_desc.load([kb * 128, pid_n * BLOCK_N])
         partial = tl.dot(a.T, b)
-        a_s = tl.load(as_ptr + kb * M + offs_m)
-        b_s = tl.load(bs_ptr + kb * NBLK_N + offs_n // 128, mask=offs_n < N, other=0.0)
+        a_s, b_s = _scales(as_ptr, bs_ptr, kb, M, N, NBLK_N, offs_m, offs_n)
         acc += partial * a_s[:, None] * b_s[None, :]
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
     tile_ws = ws_ptr + tile * BLOCK_M * BLOCK_N
@@ -465,7 +289,7 @@ class _Lean:
             if not hasattr(ck, "run"):  # Triton's interpreter: no compiled kernel, the JIT path always
                 return
             stream = torch.cuda.current_stream().cuda_stream
-            tail = tuple(consts[n] for n in self.kernel.arg_names[len(args) :])
+            tail = tuple(consts.get(p.name, p.default) for p in self.kernel.params[len(args) :])
             grid3 = tuple(grid) + (1,) * (3 - len(grid))
             self.compiled[key] = (ck, stream, tail, grid3)
             return
@@ -486,14 +310,14 @@ def make(variant: str, cfg):
     if "glu" in tokens:  # the Gluon kernel (scripts/gluon_gemm.py); Hopper only
         from gluon_gemm import make_gluon  # noqa: PLC0415
 
-        return make_gluon(cfg, _convert, outstanding=0 if "w0" in tokens else 1, per_sm=2 if "x2" in tokens else 1)
-    convert = "inreg" in tokens
+        return make_gluon(cfg, convert, outstanding=0 if "w0" in tokens else 1, per_sm=2 if "x2" in tokens else 1)
+    inreg = "inreg" in tokens
     host_desc = "hd" in tokens
     consts = dict(
         BLOCK_M=bm,
         BLOCK_N=bn,
         GROUP_M=8,
-        CONVERT=convert,
+        CONVERT=inreg,
         WS="ws" in tokens,
         SUBK=64 if "k64" in tokens else 128,
         TWO="two" in tokens,
@@ -512,7 +336,7 @@ def make(variant: str, cfg):
         a, b, a_s, b_s, c = data
         m, k = a.shape
         n = b.shape[0]
-        if convert:
+        if inreg:
             a_in, b_in = a, b
         else:
             key = (m, n, k)
@@ -524,25 +348,10 @@ def make(variant: str, cfg):
                 if "bar" not in scratch:
                     scratch["bar"] = torch.zeros(2, dtype=torch.int32, device=a.device)
                 progs = min(triton.cdiv(m, bm) * triton.cdiv(n, bn), n_sms)
-                _gemm_one[(progs,)](
-                    a,
-                    b,
-                    a_in,
-                    b_in,
-                    a_s,
-                    b_s,
-                    c,
-                    scratch["bar"],
-                    m,
-                    n,
-                    k,
-                    b_s.shape[0],
-                    NUM_PROGS=progs,
-                    CBLOCK=4096,
-                    **consts,
-                )
+                one = dict(a8_ptr=a, b8_ptr=b, bar_ptr=scratch["bar"], CBLOCK=4096)
+                _gemm[(progs,)](a_in, b_in, a_s, b_s, c, m, n, k, b_s.shape[0], NUM_PROGS=progs, **one, **consts)
                 return c
-            _convert[(triton.cdiv(na, 4096) + triton.cdiv(nb, 4096),)](a, b, a_in, b_in, na, nb, BLOCK=4096)
+            convert[(triton.cdiv(na, 4096) + triton.cdiv(nb, 4096),)](a, b, a_in, b_in, na, nb, BLOCK=4096)
         # x2 / x3: two or three resident programs per SM, whose dots and scaled adds interleave.
         per_sm = 3 if "x3" in tokens else 2 if "x2" in tokens else 1
         progs = min(triton.cdiv(m, bm) * triton.cdiv(n, bn), per_sm * n_sms)
@@ -583,7 +392,7 @@ def make(variant: str, cfg):
             ad = TensorDescriptor(a_in, [k, m], [m, 1], [sub, bm])
             bd = TensorDescriptor(b_in, [k, n], [n, 1], [sub, bn])
             cd = TensorDescriptor(c, [m, n], [n, 1], [bm, bn])
-            _gemm_host[(progs,)](ad, bd, cd, a_s, b_s, c, m, n, k, b_s.shape[0], NUM_PROGS=progs, **consts)
+            _gemm[(progs,)](ad, bd, a_s, b_s, c, m, n, k, b_s.shape[0], NUM_PROGS=progs, c_desc=cd, **consts)
         else:
             _gemm[(progs,)](a_in, b_in, a_s, b_s, c, m, n, k, b_s.shape[0], NUM_PROGS=progs, **consts)
         return c
@@ -594,7 +403,7 @@ def make(variant: str, cfg):
 def _make_lean(consts, n_sms: int):
     """The pre-pass + persistent GEMM (``pre_*`` tokens) with the least host work per call: per
     shape, the fp16 buffers, the grids and the constants once; then two C launcher calls."""
-    convert, gemm = _Lean(_convert), _Lean(_gemm)
+    prepass, gemm = _Lean(convert), _Lean(_gemm)
     options = {k: consts[k] for k in ("num_warps", "num_stages")}
     kconsts = {k: v for k, v in consts.items() if k not in options}
     per_shape = {}
@@ -618,7 +427,7 @@ def _make_lean(consts, n_sms: int):
                 dict(kconsts, NUM_PROGS=progs),
             )
         a16, b16, cgrid, sizes, ggrid, dims, gconsts = shape
-        convert(cgrid, (a, b, a16, b16, *sizes), {"BLOCK": 4096})
+        prepass(cgrid, (a, b, a16, b16, *sizes), {"BLOCK": 4096})
         gemm(ggrid, (a16, b16, a_s, b_s, c, *dims), gconsts, **options)
         return c
 
@@ -692,7 +501,7 @@ def main() -> int:
             grid = (triton.cdiv(a8.numel(), 4096) + triton.cdiv(b8.numel(), 4096),)
             prepass[f"{m}x{n}x{k}"] = (
                 triton.testing.do_bench(
-                    lambda: _convert[grid](a8, b8, a16, b16, a8.numel(), b8.numel(), BLOCK=4096),  # noqa: B023
+                    lambda: convert[grid](a8, b8, a16, b16, a8.numel(), b8.numel(), BLOCK=4096),  # noqa: B023
                     warmup=10,
                     rep=40,
                 )
@@ -715,7 +524,7 @@ def main() -> int:
             anchors[f"host floor: {name}"] = leaderboard_us(lambda _: probe(), None, flush, calls=200)  # noqa: B023
             print(f"host floor: {name}: {anchors[f'host floor: {name}']:.1f} us", flush=True)
     for variant in variants:
-        configs = [tuple(int(x) for x in c.split("x")) for c in args.configs.split(",")] if args.configs else CONFIGS
+        configs = parse_configs(args.configs) if args.configs else CONFIGS
         for cfg in configs[:2] if args.smoke else configs:
             if time.time() - began > args.deadline:
                 print("deadline reached", flush=True)

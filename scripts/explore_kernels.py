@@ -34,148 +34,14 @@ from pathlib import Path
 
 import torch
 import triton
-import triton.language as tl
+from _gemm_forms import ATOL, RTOL, parse_configs, strided_args, strided_gemm
 from kernel_scientist.evaluator import geomean
 
 ROOT = Path(__file__).resolve().parents[1]
 
 MODES = {"precise": 0, "sub32": 1, "sub64": 2, "bf16": 3, "fp16": 4, "fast": 5, "fp16x2": 6}
 # (BLOCK_M, BLOCK_N, num_warps, num_stages), cheapest to compile first.
-CONFIGS = [
-    (128, 128, 8, 3),
-    (64, 128, 4, 4),
-    (128, 128, 4, 3),
-    (128, 64, 4, 4),
-    (128, 256, 8, 3),
-    (256, 128, 8, 3),
-    (64, 64, 4, 4),
-    (128, 128, 8, 4),
-]
-RTOL, ATOL = 2e-2, 1e-3
-
-
-@triton.jit
-def _gemm(
-    a_ptr,
-    b_ptr,
-    as_ptr,
-    bs_ptr,
-    c_ptr,
-    M,
-    N,
-    K,
-    stride_am,
-    stride_ak,
-    stride_bn,
-    stride_bk,
-    stride_asm,
-    stride_ask,
-    stride_bsn,
-    stride_bsk,
-    stride_cm,
-    stride_cn,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    MODE: tl.constexpr,
-    GROUP_M: tl.constexpr,
-):
-    pid = tl.program_id(0)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    group = GROUP_M * num_pid_n  # grouped order: GROUP_M row tiles share their b tiles in L2
-    first_m = (pid // group) * GROUP_M
-    size_m = min(num_pid_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % group) % size_m
-    pid_n = (pid % group) // size_m
-    offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
-    offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
-    SUB: tl.constexpr = 32 if MODE == 1 else (64 if MODE == 2 else 128)
-    offs_k = tl.arange(0, SUB)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    STEP: tl.constexpr = 256 if MODE == 6 else 128
-    for k0 in range(0, K, STEP):
-        if MODE == 6:
-            acc = _two_blocks(
-                acc,
-                a_ptr,
-                b_ptr,
-                as_ptr,
-                bs_ptr,
-                k0,
-                offs_m,
-                offs_n,
-                stride_am,
-                stride_ak,
-                stride_bn,
-                stride_bk,
-                stride_asm,
-                stride_ask,
-                stride_bsn,
-                stride_bsk,
-            )
-        else:
-            a_s = tl.load(as_ptr + offs_m * stride_asm + (k0 // 128) * stride_ask)
-            b_s = tl.load(bs_ptr + (offs_n // 128) * stride_bsn + (k0 // 128) * stride_bsk)
-            scale = a_s[:, None] * b_s[None, :]
-            for kk in tl.static_range(0, 128, SUB):
-                a = tl.load(a_ptr + offs_m[:, None] * stride_am + (k0 + kk + offs_k)[None, :] * stride_ak)
-                b = tl.load(b_ptr + (k0 + kk + offs_k)[:, None] * stride_bk + offs_n[None, :] * stride_bn)
-                if MODE == 0:
-                    part = tl.dot(a, b, max_num_imprecise_acc=0)
-                elif MODE == 3:
-                    part = tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16))
-                elif MODE == 4:
-                    part = tl.dot(a.to(tl.float16), b.to(tl.float16))
-                else:  # 1, 2, 5: the hardware's default fp8 accumulation within this one dot
-                    part = tl.dot(a, b)
-                # A scaled add, never `acc += dot`: Triton would fold that add into the dot's own
-                # (reduced-precision) accumulator.
-                acc += part * scale
-    offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
-    tl.store(
-        c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn, acc.to(c_ptr.dtype.element_ty), mask=mask
-    )
-
-
-@triton.jit
-def _two_blocks(
-    acc,
-    a_ptr,
-    b_ptr,
-    as_ptr,
-    bs_ptr,
-    k0,
-    offs_m,
-    offs_n,
-    stride_am,
-    stride_ak,
-    stride_bn,
-    stride_bk,
-    stride_asm,
-    stride_ask,
-    stride_bsn,
-    stride_bsk,
-):
-    offs_k = tl.arange(0, 128)
-    a0 = tl.load(a_ptr + offs_m[:, None] * stride_am + (k0 + offs_k)[None, :] * stride_ak)
-    b0 = tl.load(b_ptr + (k0 + offs_k)[:, None] * stride_bk + offs_n[None, :] * stride_bn)
-    a1 = tl.load(a_ptr + offs_m[:, None] * stride_am + (k0 + 128 + offs_k)[None, :] * stride_ak)
-    b1 = tl.load(b_ptr + (k0 + 128 + offs_k)[:, None] * stride_bk + offs_n[None, :] * stride_bn)
-    s0 = (
-        tl.load(as_ptr + offs_m * stride_asm + (k0 // 128) * stride_ask)[:, None]
-        * tl.load(bs_ptr + (offs_n // 128) * stride_bsn + (k0 // 128) * stride_bsk)[None, :]
-    )
-    s1 = (
-        tl.load(as_ptr + offs_m * stride_asm + (k0 // 128 + 1) * stride_ask)[:, None]
-        * tl.load(bs_ptr + (offs_n // 128) * stride_bsn + (k0 // 128 + 1) * stride_bsk)[None, :]
-    )
-    p0 = tl.dot(a0.to(tl.float16), b0.to(tl.float16))
-    p1 = tl.dot(a1.to(tl.float16), b1.to(tl.float16))
-    acc += p0 * s0
-    acc += p1 * s1
-    return acc
+CONFIGS = parse_configs("128x128x8x3,64x128x4x4,128x128x4x3,128x64x4x4,128x256x8x3,256x128x8x3,64x64x4x4,128x128x8x4")
 
 
 def make_kernel(mode: str, layout: str, cfg: tuple[int, int, int, int]):
@@ -188,25 +54,8 @@ def make_kernel(mode: str, layout: str, cfg: tuple[int, int, int, int]):
         m, k = a.shape
         n = b.shape[0]
         grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
-        _gemm[grid](
-            a,
-            b,
-            a_scale,
-            b_scale,
-            c,
-            m,
-            n,
-            k,
-            a.stride(0),
-            a.stride(1),
-            b.stride(0),
-            b.stride(1),
-            a_scale.stride(0),
-            a_scale.stride(1),
-            b_scale.stride(0),
-            b_scale.stride(1),
-            c.stride(0),
-            c.stride(1),
+        strided_gemm[grid](
+            *strided_args((a, b, a_scale, b_scale, c)),
             BLOCK_M=bm,
             BLOCK_N=bn,
             MODE=MODES[mode],
@@ -286,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": time.strftime("%Y-%m-%d"),
         "method": "median of triton.testing.do_bench (256 MB clear between calls), one input set per shape",
     }
-    configs = CONFIGS if not args.configs else [tuple(int(x) for x in c.split("x")) for c in args.configs.split(",")]
+    configs = CONFIGS if not args.configs else parse_configs(args.configs)
     variants = [
         (mode, layout, cfg)
         for mode in args.modes.split(",")

@@ -46,81 +46,12 @@ from pathlib import Path
 
 import torch
 import triton
-import triton.language as tl
+from _gemm_forms import ATOL, RTOL, strided_args, strided_gemm
 
 ROOT = Path(__file__).resolve().parents[1]
 
 FORMS = {"precise": 0, "bf16": 3, "fp16": 4, "fast": 5}
-RTOL, ATOL = 2e-2, 1e-3
 DRY_SHAPES = [(64, 128, 256, 11), (128, 192, 384, 12)]
-
-
-@triton.jit
-def sweep_gemm(
-    a_ptr,
-    b_ptr,
-    as_ptr,
-    bs_ptr,
-    c_ptr,
-    M,
-    N,
-    K,
-    stride_am,
-    stride_ak,
-    stride_bn,
-    stride_bk,
-    stride_asm,
-    stride_ask,
-    stride_bsn,
-    stride_bsk,
-    stride_cm,
-    stride_cn,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    MODE: tl.constexpr,
-    GROUP_M: tl.constexpr,
-    SPLIT_K: tl.constexpr,
-):
-    pid = tl.program_id(0)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    group = GROUP_M * num_pid_n  # grouped order; GROUP_M = 1 is the seed's row-major order
-    first_m = (pid // group) * GROUP_M
-    size_m = min(num_pid_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % group) % size_m
-    pid_n = (pid % group) // size_m
-    offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
-    offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
-    offs_k = tl.arange(0, BLOCK_K)
-    blocks = tl.cdiv(K, 128)
-    per_split = tl.cdiv(blocks, SPLIT_K)
-    k_lo = tl.program_id(1) * per_split * 128
-    k_hi = min(K, k_lo + per_split * 128)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(k_lo, k_hi, BLOCK_K):
-        a = tl.load(a_ptr + offs_m[:, None] * stride_am + (k0 + offs_k)[None, :] * stride_ak)
-        b = tl.load(b_ptr + (k0 + offs_k)[:, None] * stride_bk + offs_n[None, :] * stride_bn)
-        a_s = tl.load(as_ptr + offs_m * stride_asm + (k0 // 128) * stride_ask)
-        b_s = tl.load(bs_ptr + (offs_n // 128) * stride_bsn + (k0 // 128) * stride_bsk)
-        if MODE == 0:
-            part = tl.dot(a, b, max_num_imprecise_acc=0)
-        elif MODE == 3:
-            part = tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16))
-        elif MODE == 4:
-            part = tl.dot(a.to(tl.float16), b.to(tl.float16))
-        else:
-            part = tl.dot(a, b)
-        # A scaled add, never `acc += dot`: Triton would fold the add into the dot's accumulator.
-        acc += part * a_s[:, None] * b_s[None, :]
-    offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
-    ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
-    if SPLIT_K > 1:
-        tl.atomic_add(ptrs, acc, mask=mask)
-    else:
-        tl.store(ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -151,25 +82,8 @@ def make_call(v: dict):
             out = scratch["ws"]
             out.zero_()
         grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn), split)
-        sweep_gemm[grid](
-            a,
-            b,
-            a_s,
-            b_s,
-            out,
-            m,
-            n,
-            k,
-            a.stride(0),
-            a.stride(1),
-            b.stride(0),
-            b.stride(1),
-            a_s.stride(0),
-            a_s.stride(1),
-            b_s.stride(0),
-            b_s.stride(1),
-            out.stride(0),
-            out.stride(1),
+        strided_gemm[grid](
+            *strided_args((a, b, a_s, b_s, out)),
             BLOCK_M=bm,
             BLOCK_N=bn,
             BLOCK_K=bk,
