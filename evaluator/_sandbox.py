@@ -9,6 +9,7 @@ next job.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -21,8 +22,6 @@ from pathlib import Path
 
 from kernel_scientist.evaluator._framing import ChannelClosed, FrameTimeout, read_frame, write_frame
 from kernel_scientist.evaluator._wire import ChildRequest, Finished, Job, Ready, Started
-
-import kernel_scientist
 
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE", re.IGNORECASE)
 _DROP_PREFIXES = ("KS_", "ANTHROPIC", "OPENAI", "AWS_", "GOOGLE_", "AZURE_", "HF_", "GITHUB_", "SSH_")
@@ -43,7 +42,8 @@ def scrubbed_env() -> dict[str, str]:
     # The folder that holds the kernel_scientist package as this process imported it (a checkout,
     # site-packages, or a laid-out tree of links): not a resolved path, which for a tree of links
     # would name the checkout, whose kernel_scientist/ lacks the subpackages and shadows the tree.
-    repo_root = str(Path(kernel_scientist.__file__).parent.parent)
+    spec = importlib.util.find_spec("kernel_scientist")  # imported already: its spec, no import
+    repo_root = str(Path(spec.origin).parent.parent) if spec and spec.origin else ""
     # Our packages first; keep a path the user set up for carried dependencies (e.g. wheels).
     path = os.pathsep.join(p for p in (repo_root, os.environ.get("PYTHONPATH", "")) if p)
     env.update(

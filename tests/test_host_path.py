@@ -11,7 +11,6 @@ import types
 from pathlib import Path
 
 import torch
-import triton
 from kernel_scientist.evaluator._sandbox import scrubbed_env
 from kernel_scientist.knowledge.techniques import hopper, tuning
 
@@ -50,13 +49,17 @@ class _Kernel:
 
 
 def _helpers(monkeypatch, cuda: bool):
-    namespace = {"torch": torch, "triton": triton}
+    """The launch-cache helper as the technique writes it, with a stand-in for Triton's driver
+    (stream 1234 + device). Triton itself is not imported: imported into this process before
+    tests/test_task.py sets TRITON_INTERPRET, it leaves later interpreted kernels unable to call
+    tl.cdiv (triton 3.8)."""
+    active = types.SimpleNamespace(get_current_stream=lambda device: 1234 + device)
+    fake_triton = types.SimpleNamespace(runtime=types.SimpleNamespace(driver=types.SimpleNamespace(active=active)))
+    namespace = {"torch": torch, "triton": fake_triton}
     exec(tuning._LAUNCH_CACHE, namespace)  # the helper region exactly as the technique writes it
     if cuda:
         monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
         monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-        driver = types.SimpleNamespace(active=types.SimpleNamespace(get_current_stream=lambda device: 1234 + device))
-        monkeypatch.setattr(triton.runtime, "driver", driver, raising=False)
     return namespace
 
 
@@ -95,7 +98,7 @@ def test_descriptor_scratch_is_allocated_once_per_size_and_stream():
         return ("buffer", size, len(allocated))
 
     fake_torch = types.SimpleNamespace(empty=empty, int8="int8", cuda=types.SimpleNamespace(is_available=lambda: False))
-    namespace = {"torch": fake_torch, "triton": triton}
+    namespace = {"torch": fake_torch, "triton": types.SimpleNamespace(set_allocator=None)}
     exec(hopper._ALLOCATOR, namespace)
     scratch = namespace["_descriptor_scratch"]
     first = scratch(128, 64, 1)
@@ -193,12 +196,33 @@ def test_launches_are_replayed_with_each_calls_tensors(monkeypatch):
     assert len(ns["BODY_RUNS"]) == 4
 
 
+_CHILD = """
+import inspect, sys, types
+import torch
+
+sys.path.insert(0, {tests!r})
+import test_host_path as t
+
+torch.cuda.is_available = lambda: True
+torch.cuda.current_device = lambda: 0
+active = types.SimpleNamespace(get_current_stream=lambda device: 1234 + device)
+ns = {{"torch": torch, "triton": types.SimpleNamespace(runtime=types.SimpleNamespace(
+    driver=types.SimpleNamespace(active=active)))}}
+ns["KERNEL"] = kernel = t._Kernel()
+kernel.arg_names = ("a", "b", "c", "n", "BLOCK")
+exec({helpers!r} + "\\n\\n" + t._BODY.format(extra={extra!r}, b_arg={b_arg!r}), ns)
+for _ in range(6):
+    ns["custom_kernel"](t._inputs())
+print(len(ns["BODY_RUNS"]))
+"""
+
+
 def test_a_call_that_runs_a_torch_op_or_passes_a_fresh_tensor_is_never_replayed(monkeypatch):
+    """In a child process: the recording's torch dispatch mode makes torch import Triton, which in
+    this process must wait until tests/test_task.py has set TRITON_INTERPRET."""
+    _, helpers = _replay_namespace(monkeypatch)
     for extra, b_arg in (("c.zero_()", "b"), ("", "b * 2")):
-        ns, helpers = _replay_namespace(monkeypatch)
-        ns["KERNEL"] = kernel = _Kernel()
-        kernel.arg_names = ("a", "b", "c", "n", "BLOCK")
-        fn = _compile(ns, helpers, _BODY.format(extra=extra, b_arg=b_arg))
-        for _ in range(6):
-            fn(_inputs())
-        assert len(ns["BODY_RUNS"]) == 6, (extra, b_arg)
+        code = _CHILD.format(tests=str(ROOT / "tests"), helpers=helpers, extra=extra, b_arg=b_arg)
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert run.stdout.split() == ["6"], (extra, b_arg)  # the body ran on every call
