@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from kernel_scientist.blackboard import Blackboard, EvalReport, Evaluation, Kernel, Outcome, ShapeResult
+from kernel_scientist.blackboard import Blackboard, EvalReport, Evaluation, Kernel, ShapeResult
 
 from .brain import KernelView
 
 
 def kernel_view(board: Blackboard, kernel: Kernel) -> KernelView:
     ev = board.evaluation_for(kernel.id)
-    report = ev.report if ev is not None and ev.report.outcome == Outcome.PASSED else None
+    report = ev.report if ev is not None and ev.report.passed() else None
     return KernelView(
         id=kernel.id,
         parent_id=kernel.parent_id,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 import anyio
-from kernel_scientist.blackboard import Evaluation, KernelState, Outcome, SelectionState
+from kernel_scientist.blackboard import Evaluation, KernelState, SelectionState
 
 from ._base import Agent
 from ._views import bounds_summary, kernel_view, uplift
@@ -49,7 +49,7 @@ class Archivist(Agent):
         technique = hyp.technique if hyp else kernel.author
         score = report.passed_score()
         if score is None:  # failed, or correct but untimed
-            verdict = "passed untimed" if report.outcome == Outcome.PASSED else "failed"
+            verdict = "passed untimed" if report.passed() else "failed"
             text = f"kernel {kernel.id} ({kernel.summary or technique}) {verdict}: {report.reason}"
             board.add_finding(technique=technique, scope="all", uplift=-1.0, evidence=[ev.id], text=text, at=self.now())
             self.say("finding", text, kernel_id=kernel.id)

@@ -96,8 +96,9 @@ class EvaluatorAgent(Agent):
 def evaluation_text(kernel_id: int, report: EvalReport) -> str:
     """The evaluator's line for one result, labelled from its provenance ("simulated on ..." or
     "measured on ...")."""
-    if report.outcome == "passed" and report.score_us is not None:
-        return f"kernel {kernel_id}: {report.score_us:.1f} us ({report.provenance.label()})"
-    if report.outcome == "passed":  # correct, but the backend could not time it (it says why)
+    score = report.passed_score()
+    if score is not None:
+        return f"kernel {kernel_id}: {score:.1f} us ({report.provenance.label()})"
+    if report.passed():  # correct, but the backend could not time it (it says why)
         return f"kernel {kernel_id} passed, untimed: {report.reason}"
     return f"kernel {kernel_id} {report.outcome}: {report.reason}"

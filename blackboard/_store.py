@@ -35,7 +35,6 @@ from .records import (
     LLMCall,
     Message,
     MessageKind,
-    Outcome,
     Review,
     RunSegment,
     Selection,
@@ -59,6 +58,25 @@ TOPICS = (
     "finding",
     "llm_call",
 )
+
+# Each record's table, and the columns it is searched by beside its id and its JSON body: inserts and
+# updates write those columns from the record, so a row's columns never disagree with its body.
+_TABLES: dict[type[msgspec.Struct], tuple[str, tuple[str, ...]]] = {
+    Kernel: ("kernel", ("state", "source_hash")),
+    Selection: ("selection", ()),
+    Hypothesis: ("hypothesis", ("state", "selection_id")),
+    Review: ("review", ("kernel_id",)),
+    Submission: ("submission", ("kernel_id", "state", "expected_value")),
+    Evaluation: ("evaluation", ("kernel_id", "submission_id")),
+    Message: ("message", ("agent", "kind")),
+    Finding: ("finding", ("technique",)),
+    LLMCall: ("llm_call", ("agent", "seq")),
+}
+
+
+def _row(record: msgspec.Struct, names: tuple[str, ...]) -> tuple[Any, ...]:
+    """The values of a row that holds ``record``: its body, then the fields ``names``."""
+    return (_encode(record), *(getattr(record, name) for name in names))
 
 
 def source_hash(source: str) -> str:
@@ -135,11 +153,37 @@ class Blackboard:
     def _rows(self, cls: type[T], sql: str, args: Iterable[Any] = ()) -> list[T]:
         return [msgspec.json.decode(body, type=cls) for (body,) in self._conn.execute(sql, tuple(args))]
 
-    def _one(self, cls: type[T], table: str, id: int) -> T:
+    def _one(self, cls: type[T], id: int) -> T:
+        table = _TABLES[cls][0]
         rows = self._rows(cls, f"SELECT body FROM {table} WHERE id = ?", (id,))
         if not rows:
             raise KeyError(f"no {table} with id {id}")
         return rows[0]
+
+    def _insert_tx(self, draft: T) -> T:
+        """Write ``draft`` as its table's next row, with the id assigned here (the draft's is
+        ignored), inside the caller's write transaction."""
+        table, columns = _TABLES[type(draft)]
+        record = msgspec.structs.replace(draft, id=self._next_id(table))
+        names = ("id", *columns)
+        marks = ", ?" * len(names)
+        self._conn.execute(f"INSERT INTO {table} (body, {', '.join(names)}) VALUES (?{marks})", _row(record, names))
+        return record
+
+    def _update_tx(self, record: T, **changes: Any) -> T:
+        """Write ``record`` with ``changes`` over its row (inside the caller's write transaction)."""
+        record = msgspec.structs.replace(record, **changes)
+        table, columns = _TABLES[type(record)]
+        sets = "".join(f", {name} = ?" for name in columns)
+        self._conn.execute(f"UPDATE {table} SET body = ?{sets} WHERE id = ?", _row(record, (*columns, "id")))
+        return record
+
+    def _add(self, draft: T) -> T:
+        """Write one new record in a transaction of its own and wake its table's waiters."""
+        with _db.write(self._conn):
+            record = self._insert_tx(draft)
+        self._notify(_TABLES[type(record)][0])
+        return record
 
     # ---- campaign ------------------------------------------------------------------------
     def campaign(self) -> Campaign:
@@ -179,31 +223,29 @@ class Blackboard:
         author: str,
         at: float,
         state: KernelState,
+        summary: str = "",
         parent_id: int | None = None,
         reference_id: int | None = None,
         hypothesis_id: int | None = None,
-        summary: str = "",
     ) -> Kernel:
         """Record a kernel; with ``hypothesis_id`` the hypothesis is marked implemented atomically."""
-        with _db.write(self._conn) as c:
-            kernel = Kernel(
-                id=self._next_id("kernel"),
-                source=source,
-                source_hash=source_hash(source),
-                author=author,
-                state=state,
-                created_at=at,
-                parent_id=parent_id,
-                reference_id=reference_id,
-                hypothesis_id=hypothesis_id,
-                summary=summary,
-            )
-            c.execute(
-                "INSERT INTO kernel (id, state, source_hash, body) VALUES (?, ?, ?, ?)",
-                (kernel.id, kernel.state, kernel.source_hash, _encode(kernel)),
-            )
+        draft = Kernel(
+            id=0,
+            # who wrote it and when, what it is, what it came from
+            author=author,
+            state=state,
+            created_at=at,
+            source=source,
+            source_hash=source_hash(source),
+            summary=summary,
+            parent_id=parent_id,
+            reference_id=reference_id,
+            hypothesis_id=hypothesis_id,
+        )
+        with _db.write(self._conn):
+            kernel = self._insert_tx(draft)
             if hypothesis_id is not None:
-                self._put_hypothesis_tx(
+                self._update_tx(
                     self._hyp(hypothesis_id),
                     state=HypothesisState.IMPLEMENTED,
                     kernel_id=kernel.id,
@@ -214,7 +256,7 @@ class Blackboard:
         return kernel
 
     def kernel(self, id: int) -> Kernel:
-        return self._one(Kernel, "kernel", id)
+        return self._one(Kernel, id)
 
     def kernels(self, *states: KernelState) -> list[Kernel]:
         if not states:
@@ -226,22 +268,14 @@ class Blackboard:
         return self._rows(Kernel, "SELECT body FROM kernel WHERE source_hash = ? ORDER BY id", (digest,))
 
     def _set_kernel_state_tx(self, id: int, from_: tuple[KernelState, ...], to: KernelState) -> Kernel:
-        kernel = self._one(Kernel, "kernel", id)
+        kernel = self._one(Kernel, id)
         if kernel.state not in from_:
             raise TransitionError(f"kernel {id} is {kernel.state}, expected {'/'.join(from_)}")
-        kernel = msgspec.structs.replace(kernel, state=to)
-        self._conn.execute("UPDATE kernel SET state = ?, body = ? WHERE id = ?", (to, _encode(kernel), id))
-        return kernel
+        return self._update_tx(kernel, state=to)
 
     # ---- selections and hypotheses -------------------------------------------------------
     def add_selection(self, *, base_id: int, reference_id: int | None, reason: str, at: float) -> Selection:
-        with _db.write(self._conn) as c:
-            sel = Selection(
-                id=self._next_id("selection"), base_id=base_id, reference_id=reference_id, reason=reason, at=at
-            )
-            c.execute("INSERT INTO selection (id, body) VALUES (?, ?)", (sel.id, _encode(sel)))
-        self._notify("selection")
-        return sel
+        return self._add(Selection(id=0, base_id=base_id, reference_id=reference_id, reason=reason, at=at))
 
     def selections(self) -> list[Selection]:
         return self._rows(Selection, "SELECT body FROM selection ORDER BY id")
@@ -250,26 +284,17 @@ class Blackboard:
         """Insert a theorist's batch and close its selection in one transaction (so a resumed
         theorist never designs for the same selection twice); no drafts = base exhausted.
         Ids are assigned here (the drafts' are ignored)."""
-        out = []
-        with _db.write(self._conn) as c:
-            sel = self._one(Selection, "selection", selection_id)
+        with _db.write(self._conn):
+            sel = self._one(Selection, selection_id)
             if sel.state != SelectionState.OPEN:
                 raise TransitionError(f"selection {selection_id} is already {sel.state}")
-            sel = msgspec.structs.replace(sel, state=SelectionState.DESIGNED if drafts else SelectionState.EXHAUSTED)
-            c.execute("UPDATE selection SET body = ? WHERE id = ?", (_encode(sel), sel.id))
-            next_id = self._next_id("hypothesis")
-            for offset, draft in enumerate(drafts):
-                hyp = msgspec.structs.replace(draft, id=next_id + offset)
-                c.execute(
-                    "INSERT INTO hypothesis (id, state, selection_id, body) VALUES (?, ?, ?, ?)",
-                    (hyp.id, hyp.state, hyp.selection_id, _encode(hyp)),
-                )
-                out.append(hyp)
+            self._update_tx(sel, state=SelectionState.DESIGNED if drafts else SelectionState.EXHAUSTED)
+            out = [self._insert_tx(draft) for draft in drafts]
         self._notify("hypothesis", "selection")
         return out
 
     def _hyp(self, id: int) -> Hypothesis:
-        return self._one(Hypothesis, "hypothesis", id)
+        return self._one(Hypothesis, id)
 
     def hypothesis(self, id: int) -> Hypothesis:
         return self._hyp(id)
@@ -280,18 +305,13 @@ class Blackboard:
         marks = ",".join("?" * len(states))
         return self._rows(Hypothesis, f"SELECT body FROM hypothesis WHERE state IN ({marks}) ORDER BY id", states)
 
-    def _put_hypothesis_tx(self, hyp: Hypothesis, **changes: Any) -> Hypothesis:
-        hyp = msgspec.structs.replace(hyp, **changes)
-        self._conn.execute("UPDATE hypothesis SET state = ?, body = ? WHERE id = ?", (hyp.state, _encode(hyp), hyp.id))
-        return hyp
-
     def claim_hypothesis(self, owner: str, now: float, lease_s: float) -> Hypothesis | None:
         """Lease the oldest chosen hypothesis (or one whose lease expired) to ``owner``."""
         with _db.write(self._conn):
             for hyp in self.hypotheses(HypothesisState.CHOSEN, HypothesisState.CLAIMED):
                 if hyp.state == HypothesisState.CLAIMED and (hyp.lease_until or 0) > now:
                     continue
-                claimed = self._put_hypothesis_tx(
+                claimed = self._update_tx(
                     hyp, state=HypothesisState.CLAIMED, lease_owner=owner, lease_until=now + lease_s
                 )
                 break
@@ -305,7 +325,7 @@ class Blackboard:
             hyp = self._hyp(id)
             if expect and hyp.state not in expect:
                 raise TransitionError(f"hypothesis {id} is {hyp.state}, expected {'/'.join(expect)}")
-            hyp = self._put_hypothesis_tx(hyp, **changes)
+            hyp = self._update_tx(hyp, **changes)
         self._notify("hypothesis")
         return hyp
 
@@ -322,28 +342,20 @@ class Blackboard:
     ) -> Review:
         """Record the critic's pre-submission review; an approval queues the kernel in the same
         transaction, so a kernel is never approved without being queued (or queued twice)."""
-        with _db.write(self._conn) as c:
-            rev = Review(
-                id=self._next_id("review"),
-                kernel_id=kernel_id,
-                reviewer=reviewer,
-                approved=approved,
-                reasons=reasons,
-                at=at,
+        with _db.write(self._conn):
+            rev = self._insert_tx(
+                Review(id=0, kernel_id=kernel_id, reviewer=reviewer, approved=approved, reasons=reasons, at=at)
             )
-            c.execute("INSERT INTO review (id, kernel_id, body) VALUES (?, ?, ?)", (rev.id, kernel_id, _encode(rev)))
             if approved:
                 self._set_kernel_state_tx(kernel_id, (KernelState.DRAFT,), KernelState.QUEUED)
-                sub = Submission(
-                    id=self._next_id("submission"),
-                    kernel_id=kernel_id,
-                    expected_value=expected_value,
-                    state=SubmissionState.QUEUED,
-                    enqueued_at=at,
-                )
-                c.execute(
-                    "INSERT INTO submission (id, kernel_id, state, expected_value, body) VALUES (?, ?, ?, ?, ?)",
-                    (sub.id, kernel_id, sub.state, expected_value, _encode(sub)),
+                self._insert_tx(
+                    Submission(
+                        id=0,
+                        kernel_id=kernel_id,
+                        expected_value=expected_value,
+                        state=SubmissionState.QUEUED,
+                        enqueued_at=at,
+                    )
                 )
             else:
                 self._set_kernel_state_tx(kernel_id, (KernelState.DRAFT,), KernelState.REJECTED)
@@ -363,19 +375,13 @@ class Blackboard:
             Submission, f"SELECT body FROM submission WHERE state IN ({marks}) ORDER BY expected_value DESC, id", states
         )
 
-    def _put_submission_tx(self, sub: Submission, **changes: Any) -> Submission:
-        """Write ``sub`` with ``changes`` (inside the caller's write transaction)."""
-        sub = msgspec.structs.replace(sub, **changes)
-        self._conn.execute("UPDATE submission SET state = ?, body = ? WHERE id = ?", (sub.state, _encode(sub), sub.id))
-        return sub
-
     def lease_submission(self, owner: str, now: float, lease_s: float) -> Submission | None:
         """Claim the queued submission of highest expected value and mark its kernel evaluating."""
         with _db.write(self._conn):
             queued = self.submissions(SubmissionState.QUEUED)
             if not queued:
                 return None
-            sub = self._put_submission_tx(
+            sub = self._update_tx(
                 queued[0],
                 state=SubmissionState.LEASED,
                 lease_owner=owner,
@@ -394,12 +400,12 @@ class Blackboard:
         with _db.write(self._conn):
             for sub in self.submissions(SubmissionState.LEASED):
                 if now is None or (sub.lease_until or 0) <= now:
-                    self._put_submission_tx(sub, state=SubmissionState.QUEUED, lease_owner=None, lease_until=None)
+                    self._update_tx(sub, state=SubmissionState.QUEUED, lease_owner=None, lease_until=None)
                     self._set_kernel_state_tx(sub.kernel_id, (KernelState.EVALUATING,), KernelState.QUEUED)
                     count += 1
             for hyp in self.hypotheses(HypothesisState.CLAIMED):
                 if now is None or (hyp.lease_until or 0) <= now:
-                    self._put_hypothesis_tx(hyp, state=HypothesisState.CHOSEN, lease_owner=None, lease_until=None)
+                    self._update_tx(hyp, state=HypothesisState.CHOSEN, lease_owner=None, lease_until=None)
                     count += 1
         self._notify("submission", "kernel", "hypothesis")
         return count
@@ -411,26 +417,24 @@ class Blackboard:
         The UNIQUE submission id makes a second record of the same evaluation impossible. The
         transaction is durable (synced before this returns; ``_db`` says what that guarantees):
         callers acknowledge the result only after it."""
-        with _db.write(self._conn, durable=True) as c:
-            sub = self._one(Submission, "submission", submission_id)
+        with _db.write(self._conn, durable=True):
+            sub = self._one(Submission, submission_id)
             if sub.state != SubmissionState.LEASED or sub.lease_owner != owner:
                 raise TransitionError(
                     f"submission {submission_id} is {sub.state} (owner {sub.lease_owner}), not leased to {owner}"
                 )
-            ev = Evaluation(
-                id=self._next_id("evaluation"),
-                kernel_id=sub.kernel_id,
-                submission_id=sub.id,
-                started_at=started_at,
-                finished_at=finished_at,
-                report=report,
+            ev = self._insert_tx(
+                Evaluation(
+                    id=0,
+                    kernel_id=sub.kernel_id,
+                    submission_id=sub.id,
+                    started_at=started_at,
+                    finished_at=finished_at,
+                    report=report,
+                )
             )
-            c.execute(
-                "INSERT INTO evaluation (id, kernel_id, submission_id, body) VALUES (?, ?, ?, ?)",
-                (ev.id, ev.kernel_id, ev.submission_id, _encode(ev)),
-            )
-            self._put_submission_tx(sub, state=SubmissionState.DONE)
-            to = KernelState.EVALUATED if report.outcome == Outcome.PASSED else KernelState.FAILED
+            self._update_tx(sub, state=SubmissionState.DONE)
+            to = KernelState.EVALUATED if report.passed() else KernelState.FAILED
             self._set_kernel_state_tx(sub.kernel_id, (KernelState.EVALUATING,), to)
         self._notify("evaluation", "submission", "kernel")
         return ev
@@ -467,18 +471,11 @@ class Blackboard:
         kernel_id: int | None = None,
         hypothesis_id: int | None = None,
     ) -> Message:
-        with _db.write(self._conn) as c:
-            msg = Message(
-                id=self._next_id("message"),
-                at=at,
-                agent=agent,
-                kind=kind,
-                text=text,
-                kernel_id=kernel_id,
-                hypothesis_id=hypothesis_id,
-            )
-            c.execute(
-                "INSERT INTO message (id, agent, kind, body) VALUES (?, ?, ?, ?)", (msg.id, agent, kind, _encode(msg))
+        with _db.write(self._conn):
+            msg = self._insert_tx(
+                Message(
+                    id=0, at=at, agent=agent, kind=kind, text=text, kernel_id=kernel_id, hypothesis_id=hypothesis_id
+                )
             )
         # Listeners run after the commit: a line on the console or in the JSONL log is a promise
         # that the record is on disk.
@@ -503,19 +500,9 @@ class Blackboard:
     def add_finding(
         self, *, technique: str, scope: str, uplift: float, evidence: list[int], text: str, at: float
     ) -> Finding:
-        with _db.write(self._conn) as c:
-            f = Finding(
-                id=self._next_id("finding"),
-                at=at,
-                technique=technique,
-                scope=scope,
-                uplift=uplift,
-                evidence=evidence,
-                text=text,
-            )
-            c.execute("INSERT INTO finding (id, technique, body) VALUES (?, ?, ?)", (f.id, technique, _encode(f)))
-        self._notify("finding")
-        return f
+        return self._add(
+            Finding(id=0, at=at, technique=technique, scope=scope, uplift=uplift, evidence=evidence, text=text)
+        )
 
     def findings(self) -> list[Finding]:
         return self._rows(Finding, "SELECT body FROM finding ORDER BY id")
@@ -524,14 +511,7 @@ class Blackboard:
     def add_llm_call(self, call: LLMCall) -> LLMCall:
         """Append one exchange; the id is assigned here. (agent, seq) is unique, so a turn can
         never be recorded twice."""
-        with _db.write(self._conn) as c:
-            call = msgspec.structs.replace(call, id=self._next_id("llm_call"))
-            c.execute(
-                "INSERT INTO llm_call (id, agent, seq, body) VALUES (?, ?, ?, ?)",
-                (call.id, call.agent, call.seq, _encode(call)),
-            )
-        self._notify("llm_call")
-        return call
+        return self._add(call)
 
     def llm_calls(self, agent: str | None = None) -> list[LLMCall]:
         if agent is None:

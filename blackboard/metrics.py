@@ -134,8 +134,8 @@ def best_over_time(evals: list[Evaluation]) -> list[tuple[float, float]]:
     out: list[tuple[float, float]] = []
     best = math.inf
     for ev in sorted(evals, key=lambda e: (e.finished_at, e.id)):
-        score = ev.report.score_us
-        if ev.report.outcome != "passed" or score is None:
+        score = ev.report.passed_score()
+        if score is None:
             continue
         best = min(best, score)
         out.append((ev.finished_at, best))

@@ -12,6 +12,33 @@ from typing import Literal, cast
 
 import msgspec
 
+# What the package re-exports (``from kernel_scientist.blackboard import Kernel``).
+__all__ = [
+    "LEARNED",
+    "SEED_AUTHOR",
+    "Campaign",
+    "EvalReport",
+    "Evaluation",
+    "Finding",
+    "Hypothesis",
+    "HypothesisState",
+    "Kernel",
+    "KernelState",
+    "LLMCall",
+    "Message",
+    "Outcome",
+    "Provenance",
+    "Review",
+    "RunSegment",
+    "Selection",
+    "SelectionState",
+    "Shape",
+    "ShapeResult",
+    "Submission",
+    "SubmissionState",
+    "Verdict",
+]
+
 
 class KernelState(enum.StrEnum):
     """A kernel's lifecycle: draft -> reviewed -> queued -> evaluating -> evaluated | failed;
@@ -203,11 +230,15 @@ class EvalReport(msgspec.Struct, frozen=True):
     checked_shapes: list[Shape] = []  # shapes the correctness check ran on
     duration_s: float = 0.0
 
+    def passed(self) -> bool:
+        """The candidate passed every check, timed or not (``passed_score`` says whether it was)."""
+        return self.outcome == Outcome.PASSED
+
     def passed_score(self) -> float | None:
         """The score in us when the candidate passed every check and was timed; None when it
         failed, or passed but could not be timed (``reason`` says why). The one definition of "a
         kernel with a score": rankings, uplifts and plots all ask this."""
-        return self.score_us if self.outcome == Outcome.PASSED else None
+        return self.score_us if self.passed() else None
 
 
 class RunSegment(msgspec.Struct, frozen=True):
@@ -309,10 +340,10 @@ class Review(msgspec.Struct, frozen=True):
 class Submission(msgspec.Struct, frozen=True):
     id: int
     kernel_id: int
-    expected_value: float
+    expected_value: float  # the critic's priority for the queue (highest first)
     state: SubmissionState
-    enqueued_at: float
-    lease_owner: str | None = None
+    enqueued_at: float  # campaign clock
+    lease_owner: str | None = None  # the evaluator holding it while leased
     lease_until: float | None = None
     attempts: int = 0
     starts: list[float] = []  # campaign times of every lease: the rate limiter's memory

@@ -15,7 +15,7 @@ The local backend refuses to start on a machine without a GPU (its constructor r
 from __future__ import annotations
 
 from types import TracebackType
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kernel_scientist.blackboard.config import EvaluatorConfig
 from kernel_scientist.blackboard.records import EvalReport
@@ -70,29 +70,21 @@ def make_backend(
         return SimulatedBackend(
             task, device=cfg.device, noise=cfg.noise, timeout_s=cfg.timeout_s, own_kernel=cfg.own_kernel
         )
+    # The harness's settings, the same for the local backend and for every GPU host of a Ray cluster.
+    harness: dict[str, Any] = dict(
+        timeout_s=cfg.timeout_s,
+        max_calls=cfg.max_calls,
+        shape_budget_s=cfg.shape_budget_s,
+        device=cfg.harness_device,
+        own_kernel=cfg.own_kernel,
+    )
     if cfg.backend == "ray":  # the cluster's own checks (reachable, big enough for in_flight) in one line
         try:
-            return RayBackend(
-                task,
-                address=cfg.ray_address,
-                in_flight=cfg.in_flight,
-                timeout_s=cfg.timeout_s,
-                max_calls=cfg.max_calls,
-                shape_budget_s=cfg.shape_budget_s,
-                device=cfg.harness_device,
-                own_kernel=cfg.own_kernel,
-            )
+            return RayBackend(task, address=cfg.ray_address, in_flight=cfg.in_flight, **harness)
         except ClusterError as exc:
             raise BackendUnavailable(f"{where}: {exc}") from None
     try:
-        return LocalBackend(
-            task,
-            timeout_s=cfg.timeout_s,
-            max_calls=cfg.max_calls,
-            shape_budget_s=cfg.shape_budget_s,
-            device=cfg.harness_device,
-            own_kernel=cfg.own_kernel,
-        )
+        return LocalBackend(task, **harness)
     except RuntimeError as exc:  # no GPU visible: the constructor's reason, then our own advice
         reason = str(exc).split(";")[0]
         raise BackendUnavailable(f"{where}: {reason}; use {instead} on this machine") from None

@@ -63,7 +63,7 @@ DEVICES: dict[str, DeviceSpec] = {
     "mi300x": DeviceSpec(
         name="mi300x",
         label="AMD Instinct MI300X",
-        units=304,
+        units=304,  # 8 XCDs x 38 CUs
         lanes=64,
         fp8_tflops=2614.9,
         bf16_tflops=1307.4,
@@ -76,7 +76,7 @@ DEVICES: dict[str, DeviceSpec] = {
         llc_mb=256.0,
         llc_tbps=17.0,
         smem_kb=64,
-        regs_per_lane=512,
+        regs_per_lane=512,  # counting the accumulation registers (AGPRs)
         reg_file_kb=512,
         max_waves_per_unit=32,
         launch_us=4.0,

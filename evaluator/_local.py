@@ -14,7 +14,6 @@ GPU time.
 
 from __future__ import annotations
 
-import functools
 import os
 import secrets
 import shutil
@@ -23,7 +22,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 import anyio
 import msgspec
@@ -191,15 +191,7 @@ class LocalBackend:
     ) -> EvalReport:
         """The verdict on one harness run, computed here from what the process left behind: its
         token-checked result (statistics from the raw samples), or why there is none."""
-        report = functools.partial(
-            self.report,
-            submission_id=submission_id,
-            secret_seed=secret_seed,
-            wall=run.wall_s,
-            where=where,
-            backend=backend,
-            notes=notes,
-        )
+        report = self._reporter(submission_id, secret_seed, run.wall_s, where, backend, notes)
         if run.timed_out:
             return report(Outcome.TIMEOUT, f"exceeded the {self.timeout_s:g} s limit; its process group was killed")
         if run.result is None:
@@ -253,20 +245,28 @@ class LocalBackend:
             )
         score = self.task.score([us for x in shapes if (us := x.time_us) is not None])
         calls = sum(len(s.event_us) for s in result.samples)
-        return self.report(
+        report = self._reporter(submission_id, secret_seed, wall, where, backend, notes)
+        return report(
             Outcome.PASSED,
             f"passed {len(self.task.tests)} tests and {len(shapes)} ranked "
             f"shapes ({calls} timed calls, each re-checked)",
-            submission_id,
-            secret_seed,
-            wall=wall,
             score=score,
             shapes=shapes,
             versions=result.versions,
-            where=where,
-            backend=backend,
-            notes=notes,
         )
+
+    def _reporter(
+        self, submission_id: int, secret_seed: int, wall: float, where: Where, backend: str, notes: str
+    ) -> Callable[..., EvalReport]:
+        """``report`` for one harness run, its context bound: what is left to say is the outcome,
+        the reason and what was measured (``score``, ``shapes``, ``versions``)."""
+
+        def report(outcome: Outcome, reason: str, **measured: Any) -> EvalReport:
+            return self.report(
+                outcome, reason, submission_id, secret_seed, wall, where=where, backend=backend, notes=notes, **measured
+            )
+
+        return report
 
     def report(
         self,

@@ -36,7 +36,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from typing import Literal
+from typing import Any
 
 import anyio
 import msgspec
@@ -183,46 +183,28 @@ class RayBackend:
     name = "ray"
     simulated = False
 
-    def __init__(
-        self,
-        task: Task,
-        address: str = "",
-        in_flight: int = 1,
-        timeout_s: float = 600.0,
-        output_limit: int = 64_000,
-        max_calls: int = 100,
-        shape_budget_s: float = 5.0,
-        device: Literal["cuda", "cpu"] = "cuda",
-        own_kernel: bool = False,
-    ):
+    def __init__(self, task: Task, address: str = "", in_flight: int = 1, **harness: Any) -> None:
         """Join the cluster at ``address`` ("" = one already started on this machine, else a new
         local one) and check that it can take ``in_flight`` evaluations at once. Raises
-        ClusterError (one line) before anything is written."""
-        if device not in ("cuda", "cpu"):
-            raise ValueError(f"device must be 'cuda' or 'cpu', not {device!r}")
+        ClusterError (one line) before anything is written. ``harness``: the local backend's
+        settings and defaults (``timeout_s``, ``output_limit``, ``max_calls``, ``shape_budget_s``,
+        ``device``, ``own_kernel``), under which every worker's harness runs."""
+        # The parent side of the local backend: requests, verdicts and statistics (no GPU needed).
+        # Built first, so that a wrong setting is refused before the cluster is joined.
+        self._parent = LocalBackend(task, gpus=["ray"], **harness)
         self.gcs = join_cluster(address)
         import ray
 
         self._ray = ray
         self.task = task
-        self.device = device
-        self.timeout_s = timeout_s
-        self.unit = "CPU" if device == "cpu" else "GPU"
-        # The parent side of the local backend: requests, verdicts and statistics (no GPU needed).
-        self._parent = LocalBackend(
-            task,
-            timeout_s=timeout_s,
-            output_limit=output_limit,
-            max_calls=max_calls,
-            shape_budget_s=shape_budget_s,
-            gpus=["ray"],
-            device=device,
-            own_kernel=own_kernel,
-        )
+        self.device = self._parent.device
+        self.timeout_s = self._parent.timeout_s
+        cpu = self.device == "cpu"
+        self.unit = "CPU" if cpu else "GPU"
         self._sources = {name: open(path).read() for name, path in task.modules.items()}
         try:
             self._check_size(in_flight)
-            need = {"num_cpus": 1} if device == "cpu" else {"num_cpus": 1, "num_gpus": 1}
+            need = {"num_cpus": 1} if cpu else {"num_cpus": 1, "num_gpus": 1}
             self._evaluate = ray.remote(evaluate_remote).options(max_retries=0, retry_exceptions=False, **need)
             first = self._start_up_check(ray.remote(describe).options(max_retries=0, **need))
         except ClusterError:

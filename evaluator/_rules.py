@@ -223,6 +223,16 @@ _TIMER_ROOTS = (
     "torch.cuda.synchronize",
     "torch.cuda.Event.elapsed_time",
 )
+# device_probe: the simulated backend records a kernel's launches on the meta device, so a kernel may
+# not ask whether it runs there; both ways of asking are refused with the same advice.
+_META_ATTRIBUTE = (
+    "uses .is_meta: a kernel that behaves differently when only its launches "
+    "are recorded is timed on work it does not do; launch the same work on every device"
+)
+_META_STRING = (
+    "the string 'meta': a kernel may not test for the meta device the "
+    "simulated backend records launches on; launch the same work on every device"
+)
 
 
 class _Walker(ast.NodeVisitor):
@@ -267,12 +277,7 @@ class _Walker(ast.NodeVisitor):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr == "is_meta":
-            self.add(
-                "device_probe",
-                node,
-                "uses .is_meta: a kernel that behaves differently when only its launches "
-                "are recorded is timed on work it does not do; launch the same work on every device",
-            )
+            self.add("device_probe", node, _META_ATTRIBUTE)
         if node.attr in _FRAME_ATTRS:
             self.add("introspection", node, f"uses .{node.attr}: frames and globals reach the harness's state")
         if node.attr in ("data_ptr", "untyped_storage", "_cdata"):
@@ -289,12 +294,7 @@ class _Walker(ast.NodeVisitor):
 
     def visit_Constant(self, node: ast.Constant) -> None:
         if node.value == "meta":
-            self.add(
-                "device_probe",
-                node,
-                "the string 'meta': a kernel may not test for the meta device the "
-                "simulated backend records launches on; launch the same work on every device",
-            )
+            self.add("device_probe", node, _META_STRING)
 
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in self.aliases:

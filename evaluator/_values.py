@@ -33,10 +33,9 @@ def clone_data(data):
 
     if isinstance(data, torch.Tensor):
         return data.clone()
-    if isinstance(data, tuple):
-        return tuple(clone_data(x) for x in data)
-    if isinstance(data, list):
-        return [clone_data(x) for x in data]
+    if isinstance(data, (tuple, list)):  # copied as a plain tuple or list, whatever the subclass
+        copies = [clone_data(x) for x in data]
+        return tuple(copies) if isinstance(data, tuple) else copies
     if isinstance(data, dict):
         return {k: clone_data(v) for k, v in data.items()}
     return data

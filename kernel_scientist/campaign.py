@@ -268,9 +268,10 @@ def _lost(exc: BaseException) -> BaseException | None:
 
 
 def _reference_text(reference, simulated: bool) -> str:
-    if reference is None or reference.score_us is None:
+    score = reference.passed_score() if reference else None
+    if score is None:
         return f"n/a ({reference.outcome}: {reference.reason})" if reference else "n/a"
-    return f"{reference.score_us:.1f} us ({'simulated' if simulated else 'measured'})"
+    return f"{score:.1f} us ({'simulated' if simulated else 'measured'})"
 
 
 async def _agents(board: Blackboard, scenario: Scenario, clock: CampaignClock, backend: Backend, task: Task) -> None:

@@ -28,19 +28,8 @@ import msgspec
 from kernel_scientist.blackboard import Blackboard, BlackboardError, LLMCall, Scenario, ScenarioError, open_existing
 from kernel_scientist.blackboard.config import LLMConfig, RoleConfig
 
-from ..brain import (
-    BrainError,
-    BrainUnavailable,
-    BudgetExhausted,
-    Choice,
-    Critique,
-    Design,
-    DesignView,
-    Draft,
-    ImplementView,
-    ReviewView,
-    SelectionView,
-)
+from .. import brain
+from ..brain import BrainError, BrainUnavailable, BudgetExhausted
 from . import _prompts, _wire
 from ._hygiene import clean, truncate
 from ._ledger import Ledger
@@ -157,16 +146,16 @@ class LLMBrain:
         self.seq = len(service.board.llm_calls(agent))  # a resumed campaign continues the numbering
 
     # ---- the protocol ------------------------------------------------------------------
-    async def select(self, view: SelectionView) -> Choice:
+    async def select(self, view: brain.SelectionView) -> brain.Choice:
         return await self._ask("select", _prompts.select(view, self.service.cfg), lambda text: _wire.choice(text, view))
 
-    async def design(self, view: DesignView) -> Design:
+    async def design(self, view: brain.DesignView) -> brain.Design:
         return await self._ask("design", _prompts.design(view, self.service.cfg), lambda text: _wire.design(text, view))
 
-    async def implement(self, view: ImplementView) -> Draft:
+    async def implement(self, view: brain.ImplementView) -> brain.Draft:
         return await self._ask("implement", _prompts.implement(view, self.service.cfg), _wire.draft)
 
-    async def review(self, view: ReviewView) -> Critique:
+    async def review(self, view: brain.ReviewView) -> brain.Critique:
         return await self._ask("review", _prompts.review(view, self.service.cfg), _wire.critique)
 
     # ---- one question: an ask and at most one repair ------------------------------------

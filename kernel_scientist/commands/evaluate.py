@@ -26,6 +26,11 @@ DEFAULT_TASK = _evaluator_folder() / "tasks" / "amd_fp8_mm"
 
 
 def add(sub) -> None:
+    from kernel_scientist.blackboard.config import EvaluatorConfig
+
+    # A scenario's evaluator defaults are evaluate's too: a hanging file holds `evaluate` no longer than
+    # it would hold a campaign, and the simulated device is the one a campaign models.
+    defaults = EvaluatorConfig()
     ev = sub.add_parser("evaluate", help="evaluate one submission file and print the verdict")
     ev.add_argument("file", type=Path)
     ev.add_argument("--task", type=Path, default=DEFAULT_TASK, help="problem folder (GPU MODE format)")
@@ -33,16 +38,15 @@ def add(sub) -> None:
     ev.add_argument(
         "--device",
         choices=("mi300x", "h200", "h100"),
-        default="mi300x",
+        default=defaults.device,
         help="the simulated device (simulated backend only)",
     )
     ev.add_argument("--seed", type=natural_int, default=0, help="mixed into every test seed")
     ev.add_argument(
         "--timeout",
         type=positive_float,
-        default=None,
-        help="wall seconds for the candidate's run (default: a scenario's evaluator.timeout_s default, "
-        f"{_default_timeout():g} s)",
+        default=defaults.timeout_s,
+        help="wall seconds for the candidate's run (default: a scenario's evaluator.timeout_s default, %(default)g s)",
     )
     ev.add_argument("--json", action="store_true", help="print the full report as one JSON object")
     ev.add_argument(
@@ -65,7 +69,7 @@ def _evaluate(args) -> int:
         backend=args.backend,
         device=args.device,
         noise=0.0,
-        timeout_s=args.timeout if args.timeout is not None else _default_timeout(),
+        timeout_s=args.timeout,
         own_kernel=args.own_kernel,
     )
     backend = make_backend(cfg, task, setting="--backend local", instead="--backend simulated")
@@ -79,15 +83,7 @@ def _evaluate(args) -> int:
         sys.stdout.write(msgspec.json.encode(report).decode() + "\n")
     else:
         print(render(report, args.file))
-    return 0 if report.outcome == "passed" else 1
-
-
-def _default_timeout() -> float:
-    """The one default for a candidate's run: the scenario's (``EvaluatorConfig.timeout_s``), so a
-    hanging file holds ``evaluate`` no longer than it would hold a campaign."""
-    from kernel_scientist.blackboard.config import EvaluatorConfig
-
-    return EvaluatorConfig().timeout_s
+    return 0 if report.passed() else 1
 
 
 def read_source(path: Path, what: str) -> str:
@@ -117,8 +113,9 @@ def render(report, file) -> str:
         f"  backend {prov.backend} on {prov.device}{'' if label in prov.device else f' ({label})'}; "
         f"timing: {prov.timing_method}",
     ]
-    if report.score_us is not None:
-        lines.append(f"  score {report.score_us:.1f} us (over {len(report.shapes)} ranked shapes, {label})")
+    score = report.passed_score()
+    if score is not None:
+        lines.append(f"  score {score:.1f} us (over {len(report.shapes)} ranked shapes, {label})")
         for s in report.shapes:
             flag = f"  [{s.flagged}]" if s.flagged else ""
             sol = f"  (speed of light {s.sol_us:.1f} us)" if s.sol_us is not None else ""
