@@ -149,6 +149,24 @@ _SMEM_BYTES_PER_CLK = 128  # per SM / CU
 _CLOCK_GHZ = {"h200": 1.98, "h100": 1.98, "mi300x": 2.1}
 _L1_KB = {"h200": 256, "h100": 256, "mi300x": 32}  # L1 + shared memory per SM (Hopper shares them)
 
+# The model's fixed factors: stated estimates of the hardware and of Triton's code, not fitted
+# (the fitted constants are in ``Params``).
+_BASE_REGS = 32  # registers per lane beside the tiles: addresses, indices, loop state
+_REG_BYTES = 4  # one register per lane holds 4 bytes
+_REGS_PER_KB = 256  # 4-byte registers in a KB of register file
+_WARPGROUP_WARPS = 4  # a Hopper warpgroup: the warps one wgmma spans
+_WGMMA_M = 64  # rows of one wgmma: a warpgroup takes M in steps of at least this
+_WGMMA_K = 32  # K depth of one fp8 wgmma: the precise promotion runs once per this many K
+_SCALE_BLOCK = 128  # the task's block scales: one fp32 per 128 of K (and per 128 of N for b)
+# Operands whose bytes fit in this share of one L2 domain stay there after the first touch.
+_L2_FIT_SHARE = 0.5
+_LLC_EFF = 0.6  # achievable fraction of the Infinity Cache's bandwidth (MI300X)
+# A persistent program pays its per-tile prologue, epilogue and pipeline fill in full once; each
+# later tile pays this share of it (set-up stays out of the tile loop, and the next tile's first
+# loads overlap the current tile's epilogue).
+_PERSISTENT_TILE_SHARE = 0.25
+_VECTOR_GEMM_EFF = 0.5  # fraction of the vector fp32 rate a matrix product without tl.dot reaches
+
 
 class ModelInfeasible(Exception):
     """The launch could not run on the device (e.g. it needs more LDS than a CU has)."""
@@ -247,6 +265,200 @@ def _below_l2_fraction(
     return loaded / max(1, requested)
 
 
+class _Tiling(msgspec.Struct, frozen=True):
+    """What one GEMM launch computes and how: the product, its tiles, split, order and operands."""
+
+    m: int
+    n: int
+    k: int
+    bm: int
+    bn: int
+    bk: int
+    split: int  # K slices (split-K)
+    group_m: int  # rows of tiles per group in a grouped launch order (1: row-major)
+    warps: int
+    stages: int
+    elem: int  # bytes per operand element as loaded
+    a_kc: bool  # operand A is K-contiguous
+    b_kc: bool
+    scaled: bool  # block-scale tensors among the arguments: ``acc += tl.dot(a, b) * sa * sb``
+
+    @property
+    def tile_counts(self) -> tuple[int, int]:
+        """Output tiles along m and along n."""
+        return _cdiv(self.m, self.bm), _cdiv(self.n, self.bn)
+
+    @property
+    def units(self) -> int:
+        """Work items: output tiles times K slices."""
+        rows, cols = self.tile_counts
+        return rows * cols * self.split
+
+    @property
+    def steps(self) -> int:
+        """BLOCK_K steps of one K slice."""
+        return _cdiv(_cdiv(self.k, self.split), self.bk)
+
+
+def _tiling(launch: Launch, m: int, n: int, k: int) -> _Tiling:
+    """The launch's tiling from its constexprs (by the usual names) and its operands from its
+    tensors (by their shapes)."""
+    taken: set[str] = set()
+    a, b = _operand(launch, m, k, taken), _operand(launch, n, k, taken)
+    return _Tiling(
+        m=m,
+        n=n,
+        k=k,
+        bm=_const(launch, "BLOCK_M", "BLOCK_SIZE_M", "BM", default=64),
+        bn=_const(launch, "BLOCK_N", "BLOCK_SIZE_N", "BN", default=64),
+        bk=_const(launch, "BLOCK_K", "BLOCK_SIZE_K", "BK", default=64),
+        split=max(1, _const(launch, "SPLIT_K", "SPLITK", default=1)),
+        group_m=_const(launch, "GROUP_M", "GROUP_SIZE_M", default=1),
+        warps=max(1, launch.num_warps),
+        stages=max(1, launch.num_stages),
+        elem=a.element_size if a is not None else 1,
+        a_kc=_k_contiguous(a, k),
+        b_kc=_k_contiguous(b, k),
+        scaled=any(
+            t.dtype == "float32" and t.name not in taken and len(t.shape) == 2 and t.shape != [m, n]
+            for t in launch.tensors
+        ),
+    )
+
+
+class _Path(msgspec.Struct, frozen=True):
+    """The matrix instructions a GEMM launch runs on, and in which precision."""
+
+    hopper: bool  # the device accumulates fp8 with reduced precision (wgmma)
+    rate: float  # TFLOP/s of the dtype the dot multiplies in
+    op_bytes: int  # bytes per operand element at the dot
+    path: str  # "wgmma" | "mma.sync" | "mfma"
+    precise: bool  # fp8 on wgmma with fp32 promotion after every instruction
+    upcast16: bool  # fp8 operands converted to 16 bits before the dot
+    upcast32: bool  # operands in (or converted to) fp32
+
+
+def _instruction_path(launch: Launch, dev: DeviceSpec, tiling: _Tiling, notes: list[str]) -> _Path:
+    """The dot's dtype and rate, and the instruction path (rule c): Hopper's wgmma takes 16-bit
+    operands in either layout but fp8 only K-major; an fp8 operand that is not K-contiguous goes
+    through registers to mma.sync. MI300X's MFMA always reads registers."""
+    elem = tiling.elem
+    hopper = not dev.fp8_full_precision_acc
+    upcast16 = launch.upcast_bf16 and elem == 1
+    upcast32 = launch.upcast_fp32 or elem == 4
+    if upcast32:
+        rate, op_bytes = dev.fp32_matrix_tflops, 4
+    elif upcast16 or elem == 2:
+        rate, op_bytes = dev.bf16_tflops, 2
+    else:
+        rate, op_bytes = dev.fp8_tflops, 1
+        if hopper and not launch.precise_acc:
+            notes.append("fast fp8 accumulation: fails the task's tolerance on this device")
+    if not hopper:
+        path = "mfma"
+    elif op_bytes > 1 or (tiling.a_kc and tiling.b_kc):
+        path = "wgmma"
+    else:
+        path = "mma.sync"
+        notes.append("fp8 operand not K-contiguous: mma.sync from registers")
+    precise = hopper and rate == dev.fp8_tflops and launch.precise_acc
+    return _Path(hopper, rate, op_bytes, path, precise, upcast16, upcast32)
+
+
+def _registers(tiling: _Tiling, ins: _Path, threads: int) -> float:
+    """Rule (a): registers per lane. Live fp32 tiles (the accumulator; the scaled form's dot
+    result; the precise promotion's zeroed partial), and operands only where the instructions
+    read registers."""
+    tiles = 1 + (1 if tiling.scaled else 0) + (1 if ins.precise else 0)
+    regs = tiles * tiling.bm * tiling.bn / threads + _BASE_REGS
+    if ins.path != "wgmma":
+        regs += (tiling.bm + tiling.bn) * tiling.bk * ins.op_bytes / _REG_BYTES / threads
+    return regs
+
+
+def _shared_memory(launch: Launch, dev: DeviceSpec, tiling: _Tiling, ins: _Path) -> int:
+    """Rule (e): the bytes of shared memory the pipelined tile loads take (Hopper's 16-bit
+    upcast: the loads in flight, plus the converted B tile the wgmma reads). Beyond the device's
+    limit the launch does not compile: ModelInfeasible."""
+    bm, bn, bk, stages, elem = tiling.bm, tiling.bn, tiling.bk, tiling.stages, tiling.elem
+    if ins.upcast16 and ins.hopper:
+        smem = max(1, stages - 1) * (bm + bn) * bk * elem + bn * bk * ins.op_bytes
+    else:
+        smem = stages * (bm + bn) * bk * elem
+    if smem > dev.smem_kb * 1024:
+        raise ModelInfeasible(
+            f"{launch.kernel}: out of resource: shared memory, required {smem}, hardware limit "
+            f"{dev.smem_kb * 1024} (BLOCK_M={bm} BLOCK_N={bn} BLOCK_K={bk} num_stages={stages}); "
+            "use smaller tiles or fewer stages"
+        )
+    return smem
+
+
+def _occupancy(
+    dev: DeviceSpec, p: Params, regs: float, threads: int, warps: int, smem: int, notes: list[str]
+) -> tuple[int, float]:
+    """(blocks resident per SM, slowdown from spilling). Past the register limit the kernel
+    spills: ``spill_l1`` per spilled fraction while the resident blocks' spills fit in what L1
+    leaves beside shared memory, ``spill_l2`` beyond."""
+    limit = dev.regs_per_lane
+    by_regs = int(dev.reg_file_kb * _REGS_PER_KB // (min(regs, limit) * threads))
+    resident = max(1, min(dev.smem_kb * 1024 // max(1, smem), by_regs, dev.max_waves_per_unit // warps))
+    spill = 1.0
+    if regs > limit:
+        frac = (regs - limit) / limit
+        spilled = (regs - limit) * _REG_BYTES * threads * resident
+        in_l1 = spilled <= _L1_KB.get(dev.name, 64) * 1024
+        spill = 1 + (p.spill_l1 if in_l1 else p.spill_l2) * frac
+        notes.append(f"~{regs:.0f} registers per lane: spills to {'L1' if in_l1 else 'L2'}")
+    return resident, spill
+
+
+def _mma_us(dev: DeviceSpec, p: Params, tiling: _Tiling, ins: _Path, split_n: int) -> float:
+    """Matrix time of one K step: flops over the SM's share of the dtype's peak times
+    ``mma_eff``; a wgmma also pays a fixed cost per instruction, more of it for narrow ones."""
+    flops = 2 * tiling.bm * tiling.bn * tiling.bk
+    mma_us = flops / (ins.rate * 1e6 / dev.units * p.mma_eff * (p.mma_sync_eff if ins.path == "mma.sync" else 1.0))
+    if ins.path == "wgmma":
+        width = tiling.bn / split_n
+        mma_us *= (width + p.wgmma_n_half) / width
+    return mma_us
+
+
+def _smem_us(p: Params, tiling: _Tiling, ins: _Path, split_m: int, split_n: int, clock: float) -> float:
+    """Shared-memory time of one K step: the operand reads of the instructions (each warpgroup
+    its A rows and B columns on wgmma, once per step otherwise), the transposes of fp8 operands
+    that are not K-contiguous (rule c: ``transpose`` passes), and Hopper's converted B tile."""
+    bm, bn, bk, op_bytes = tiling.bm, tiling.bn, tiling.bk, ins.op_bytes
+    if ins.path == "wgmma":
+        smem_bytes: float = (split_n * bm + split_m * bn) * bk * op_bytes
+    else:
+        smem_bytes = (bm + bn) * bk * tiling.elem  # shared memory -> registers once per step
+    for name, kc in (("a", tiling.a_kc), ("b", tiling.b_kc)):
+        if not kc and op_bytes == 1:
+            smem_bytes += p.transpose * (bm if name == "a" else bn) * bk
+    if ins.upcast16 and ins.hopper:
+        smem_bytes += 2 * bn * bk * op_bytes  # converted B written to shared memory and read back
+    return smem_bytes / _SMEM_BYTES_PER_CLK / clock
+
+
+def _vector_us(
+    launch: Launch, dev: DeviceSpec, p: Params, tiling: _Tiling, ins: _Path, notes: list[str]
+) -> tuple[float, float]:
+    """(fp32 vector time of one K step, the wait it adds to the step's chain): the scaled add,
+    Hopper's precise promotion (rule b: one fp32 add per element after every K-32 wgmma, and a
+    wait before each), and the conversion of every operand element where the dot upcasts."""
+    bm, bn, bk = tiling.bm, tiling.bn, tiling.bk
+    ops = (p.vector_ops_scale if tiling.scaled else 1.0) * bm * bn
+    chain_extra = 0.0
+    if ins.precise and ins.path == "wgmma":
+        ops += bm * bn * bk / _WGMMA_K
+        chain_extra = (bk / _WGMMA_K) * p.promote_us
+        notes.append("precise fp8 accumulation: a wait and an fp32 add per K-32 wgmma")
+    if ins.upcast16 or ins.upcast32:
+        ops += p.convert_ops * (p.bf16_convert if launch.upcast_to == "bfloat16" else 1.0) * (bm + bn) * bk
+    return ops / (dev.vector_fp32_tflops * 1e6 / 2 / dev.units), chain_extra
+
+
 class _Block(msgspec.Struct, frozen=True):
     """What one block (program) costs per K step, and how many fit on an SM."""
 
@@ -260,101 +472,22 @@ class _Block(msgspec.Struct, frozen=True):
     notes: list[str]
 
 
-def _block(
-    launch: Launch,
-    dev: DeviceSpec,
-    p: Params,
-    bm: int,
-    bn: int,
-    bk: int,
-    warps: int,
-    stages: int,
-    elem: int,
-    a_kc: bool,
-    b_kc: bool,
-    scaled: bool,
-) -> _Block:
+def _block(launch: Launch, dev: DeviceSpec, p: Params, tiling: _Tiling) -> _Block:
     notes: list[str] = []
-    hopper = not dev.fp8_full_precision_acc
     clock = _CLOCK_GHZ.get(dev.name, 2.0) * 1e3  # clocks per us
-    threads = warps * dev.lanes
-    upcast16 = launch.upcast_bf16 and elem == 1
-    upcast32 = launch.upcast_fp32 or elem == 4
-    if upcast32:
-        rate, op_bytes = dev.fp32_matrix_tflops, 4
-    elif upcast16 or elem == 2:
-        rate, op_bytes = dev.bf16_tflops, 2
-    else:
-        rate, op_bytes = dev.fp8_tflops, 1
-        if hopper and not launch.precise_acc:
-            notes.append("fast fp8 accumulation: fails the task's tolerance on this device")
-    # The instruction path: Hopper's wgmma takes 16-bit operands in either layout but fp8 only
-    # K-major; an fp8 operand that is not K-contiguous goes through registers to mma.sync (rule c).
-    # MI300X's MFMA always reads registers.
-    if not hopper:
-        path = "mfma"
-    elif op_bytes > 1 or (a_kc and b_kc):
-        path = "wgmma"
-    else:
-        path = "mma.sync"
-        notes.append("fp8 operand not K-contiguous: mma.sync from registers")
-    precise = hopper and rate == dev.fp8_tflops and launch.precise_acc
-
-    # Rule (a): live fp32 tiles, and operands only where the instructions read registers.
-    tiles = 1 + (1 if scaled else 0) + (1 if precise else 0)
-    regs = tiles * bm * bn / threads + 32
-    if path != "wgmma":
-        regs += (bm + bn) * bk * op_bytes / 4 / threads
-    limit = dev.regs_per_lane
-    if upcast16 and hopper:  # loads in flight, plus the converted B tile the wgmma reads
-        smem = max(1, stages - 1) * (bm + bn) * bk * elem + bn * bk * op_bytes
-    else:
-        smem = stages * (bm + bn) * bk * elem
-    if smem > dev.smem_kb * 1024:
-        raise ModelInfeasible(
-            f"{launch.kernel}: out of resource: shared memory, required {smem}, hardware limit "
-            f"{dev.smem_kb * 1024} (BLOCK_M={bm} BLOCK_N={bn} BLOCK_K={bk} num_stages={stages}); "
-            "use smaller tiles or fewer stages"
-        )
-    by_regs = int(dev.reg_file_kb * 256 // (min(regs, limit) * threads))
-    resident = max(1, min(dev.smem_kb * 1024 // max(1, smem), by_regs, dev.max_waves_per_unit // warps))
-    spill = 1.0
-    if regs > limit:
-        frac = (regs - limit) / limit
-        spilled = (regs - limit) * 4 * threads * resident
-        in_l1 = spilled <= _L1_KB.get(dev.name, 64) * 1024
-        spill = 1 + (p.spill_l1 if in_l1 else p.spill_l2) * frac
-        notes.append(f"~{regs:.0f} registers per lane: spills to {'L1' if in_l1 else 'L2'}")
-
-    # Warpgroups (4 warps) split M while each keeps at least 64 rows (a wgmma is 64 rows tall),
-    # then N: each reads its A rows and its B columns, in instructions N columns wide.
-    groups = max(1, warps // 4)
-    split_m = max(1, min(groups, bm // 64))
+    threads = tiling.warps * dev.lanes
+    ins = _instruction_path(launch, dev, tiling, notes)
+    regs = _registers(tiling, ins, threads)
+    smem = _shared_memory(launch, dev, tiling, ins)
+    resident, spill = _occupancy(dev, p, regs, threads, tiling.warps, smem, notes)
+    # Warpgroups split M while each keeps at least one wgmma's rows, then N: each reads its
+    # A rows and its B columns, in instructions N columns wide.
+    groups = max(1, tiling.warps // _WARPGROUP_WARPS)
+    split_m = max(1, min(groups, tiling.bm // _WGMMA_M))
     split_n = groups // split_m
-    flops = 2 * bm * bn * bk
-    mma_us = flops / (rate * 1e6 / dev.units * p.mma_eff * (p.mma_sync_eff if path == "mma.sync" else 1.0))
-    if path == "wgmma":  # a fixed cost per instruction: narrow ones (small N) waste more of it
-        width = bn / split_n
-        mma_us *= (width + p.wgmma_n_half) / width
-    if path == "wgmma":
-        smem_bytes: float = (split_n * bm + split_m * bn) * bk * op_bytes
-    else:
-        smem_bytes = (bm + bn) * bk * elem  # shared memory -> registers once per step
-    for name, kc in (("a", a_kc), ("b", b_kc)):
-        if not kc and op_bytes == 1:
-            smem_bytes += p.transpose * (bm if name == "a" else bn) * bk
-    if upcast16 and hopper:
-        smem_bytes += 2 * bn * bk * op_bytes  # converted B written to shared memory and read back
-    smem_us = smem_bytes / _SMEM_BYTES_PER_CLK / clock
-    ops = (p.vector_ops_scale if scaled else 1.0) * bm * bn
-    chain_extra = 0.0
-    if precise and path == "wgmma":
-        ops += bm * bn * bk / 32  # one fp32 add per element after every K-32 wgmma (rule b)
-        chain_extra = (bk / 32) * p.promote_us  # and a wait for each wgmma before its add
-        notes.append("precise fp8 accumulation: a wait and an fp32 add per K-32 wgmma")
-    if upcast16 or upcast32:
-        ops += p.convert_ops * (p.bf16_convert if launch.upcast_to == "bfloat16" else 1.0) * (bm + bn) * bk
-    vector_us = ops / (dev.vector_fp32_tflops * 1e6 / 2 / dev.units)
+    mma_us = _mma_us(dev, p, tiling, ins, split_n)
+    smem_us = _smem_us(p, tiling, ins, split_m, split_n, clock)
+    vector_us, chain_extra = _vector_us(launch, dev, p, tiling, ins, notes)
     chain_us = mma_us + vector_us + p.step_latency_us + chain_extra
     return _Block(
         mma_us=mma_us,
@@ -373,87 +506,88 @@ def _round_us(blk: _Block, per_sm: int) -> float:
     return max(per_sm * blk.mma_us, per_sm * blk.vector_us, per_sm * blk.smem_us, blk.chain_us) * blk.spill
 
 
-def gemm_time_us(launch: Launch, shape: Shape, dev: DeviceSpec) -> LaunchTime:
-    p = params_for(dev)
-    m, n, k = shape.mnk()
-    bm = _const(launch, "BLOCK_M", "BLOCK_SIZE_M", "BM", default=64)
-    bn = _const(launch, "BLOCK_N", "BLOCK_SIZE_N", "BN", default=64)
-    bk = _const(launch, "BLOCK_K", "BLOCK_SIZE_K", "BK", default=64)
-    split = max(1, _const(launch, "SPLIT_K", "SPLITK", default=1))
-    group_m = _const(launch, "GROUP_M", "GROUP_SIZE_M", default=1)
-    warps, stages = max(1, launch.num_warps), max(1, launch.num_stages)
-    taken: set[str] = set()
-    a, b = _operand(launch, m, k, taken), _operand(launch, n, k, taken)
-    elem = a.element_size if a is not None else 1
-    a_kc, b_kc = _k_contiguous(a, k), _k_contiguous(b, k)
-    scaled = any(
-        t.dtype == "float32" and t.name not in taken and len(t.shape) == 2 and t.shape != [m, n] for t in launch.tensors
-    )
-    blk = _block(launch, dev, p, bm, bn, bk, warps, stages, elem, a_kc, b_kc, scaled)
-
-    tm_count, tn_count = -(-m // bm), -(-n // bn)
-    tiles = tm_count * tn_count
-    units = tiles * split
-    programs = max(1, launch.grid[0] * launch.grid[1] * launch.grid[2])
-    persistent = "NUM_SMS" in launch.constexprs or programs < units
-    slots = dev.units * blk.resident
-    concurrent = min(units, slots, programs)
-    k_unit = _cdiv(_cdiv(k, split), bk) * bk  # whole BLOCK_K steps of one split's share of K
-    steps = k_unit // bk
-
-    # Waves: full rounds at the resident count, the last with what is left per SM.
-    per_round = concurrent
-    full, rest = divmod(units, per_round)
-    per_sm_full = max(1, min(blk.resident, -(-per_round // dev.units)))
+def _compute_us(blk: _Block, dev: DeviceSpec, units: int, concurrent: int, steps: int) -> tuple[float, int]:
+    """(compute time, rounds): full rounds of ``concurrent`` units at the resident count, the
+    last with what is left per SM."""
+    full, rest = divmod(units, concurrent)
+    per_sm_full = max(1, min(blk.resident, -(-concurrent // dev.units)))
     t_compute = full * steps * _round_us(blk, per_sm_full)
     if rest:
         t_compute += steps * _round_us(blk, max(1, -(-rest // dev.units)))
-    rounds = full + (1 if rest else 0)
+    return t_compute, full + (1 if rest else 0)
 
-    # Memory: L2 traffic of the loads, traffic below L2 from the launch order.
-    scale_bytes = (bm + -(-bn // 128)) * -(-k_unit // 128) * 4
-    run_a = bk * elem if a_kc else bm * elem
-    run_b = bk * elem if b_kc else bn * elem
+
+def _memory_us(launch: Launch, dev: DeviceSpec, p: Params, tiling: _Tiling, concurrent: int) -> tuple[float, float]:
+    """(memory time, share of tile loads that miss L2): the L2 traffic of the tile loads against
+    L2 bandwidth, and the traffic below L2 that the launch order leaves against HBM (or the
+    Infinity Cache)."""
+    m, n, k, bm, bn, bk, elem = tiling.m, tiling.n, tiling.k, tiling.bm, tiling.bn, tiling.bk, tiling.elem
+    (tm_count, tn_count), units = tiling.tile_counts, tiling.units
+    k_unit = tiling.steps * bk  # whole BLOCK_K steps of one split's share of K
+    scale_bytes = (bm + _cdiv(bn, _SCALE_BLOCK)) * _cdiv(k_unit, _SCALE_BLOCK) * 4
+    run_a = bk * elem if tiling.a_kc else bm * elem
+    run_b = bk * elem if tiling.b_kc else bn * elem
     per_unit = (bm * max(1.0, _REQUEST_BYTES / run_a) + bn * max(1.0, _REQUEST_BYTES / run_b)) * k_unit * elem
     t_l2 = units * (per_unit + scale_bytes) / (dev.l2_tbps * 1e6 * p.l2_eff)
     remap = "NUM_XCDS" in launch.constexprs and dev.l2_domains > 1
     miss = _below_l2_fraction(
-        tuple(launch.grid), dev.l2_domains, tm_count, tn_count, split, concurrent, bm, bn, group_m, remap
+        tuple(launch.grid), dev.l2_domains, tm_count, tn_count, tiling.split, concurrent, bm, bn, tiling.group_m, remap
     )
     compulsory = (m + n) * k * elem
     below = max(compulsory, units * (bm + bn) * k_unit * elem * miss)
-    if compulsory <= 0.5 * dev.l2_mb_per_domain * 2**20:
+    if compulsory <= _L2_FIT_SHARE * dev.l2_mb_per_domain * 2**20:
         below = compulsory  # operands fit in (each) L2: re-reads hit after the first touch
     t_hbm = compulsory / (dev.hbm_tbps * 1e6 * p.hbm_eff)
     extra = below - compulsory
     if extra > 0:
-        bw = dev.llc_tbps * 0.6 if dev.llc_mb * 2**20 >= compulsory else dev.hbm_tbps * p.hbm_eff
+        bw = dev.llc_tbps * _LLC_EFF if dev.llc_mb * 2**20 >= compulsory else dev.hbm_tbps * p.hbm_eff
         t_hbm += extra / (bw * 1e6)
-    t_mem = max(t_l2, t_hbm)
-    if stages >= 2:
-        body = max(t_compute, t_mem)
-    else:  # no prefetch: every step waits for its loads
-        body = t_compute + t_mem
-    # Rule (e): the pipeline fill each tile pays, more for more stages, bounded by the loop.
+    return max(t_l2, t_hbm), miss
+
+
+def _tile_overhead_us(p: Params, stages: int, steps: int, rounds: int, persistent: bool) -> float:
+    """Per-tile prologue and epilogue, and the pipeline fill each tile pays (rule e: more for
+    more stages, bounded by the loop); a persistent program pays it in full once."""
     fill = p.fill_us * min(stages - 1, steps)
     if persistent:
-        body += p.tile_us + fill + (rounds - 1) * 0.25 * (p.tile_us + fill)
-    else:
-        body += rounds * (p.tile_us + fill)
+        return p.tile_us + fill + (rounds - 1) * _PERSISTENT_TILE_SHARE * (p.tile_us + fill)
+    return rounds * (p.tile_us + fill)
+
+
+def _output_us(launch: Launch, dev: DeviceSpec, p: Params, m: int, n: int, split: int) -> float:
+    """Writing the result: bf16 to HBM, or split-K's fp32 partials (atomics at L2, or a
+    workspace in HBM)."""
     if split > 1:
         partial = m * n * 4 * split
-        body += (
-            (2 * partial / (dev.l2_tbps * 1e6 * p.atomic_eff))
-            if launch.atomic
-            else partial / (dev.hbm_tbps * 1e6 * p.hbm_eff)
-        )
+        if launch.atomic:
+            return 2 * partial / (dev.l2_tbps * 1e6 * p.atomic_eff)
+        return partial / (dev.hbm_tbps * 1e6 * p.hbm_eff)
+    return 2 * m * n / (dev.hbm_tbps * 1e6 * p.hbm_eff)
+
+
+def gemm_time_us(launch: Launch, shape: Shape, dev: DeviceSpec) -> LaunchTime:
+    p = params_for(dev)
+    m, n, k = shape.mnk()
+    tiling = _tiling(launch, m, n, k)
+    bm, bn, bk, split, stages = tiling.bm, tiling.bn, tiling.bk, tiling.split, tiling.stages
+    blk = _block(launch, dev, p, tiling)
+
+    units = tiling.units
+    programs = max(1, launch.grid[0] * launch.grid[1] * launch.grid[2])
+    persistent = "NUM_SMS" in launch.constexprs or programs < units
+    concurrent = min(units, dev.units * blk.resident, programs)
+    steps = tiling.steps
+    t_compute, rounds = _compute_us(blk, dev, units, concurrent, steps)
+    t_mem, miss = _memory_us(launch, dev, p, tiling, concurrent)
+    body = max(t_compute, t_mem) if stages >= 2 else t_compute + t_mem  # 1 stage: each step waits for its loads
+    body += _tile_overhead_us(p, stages, steps, rounds, persistent)
+    body += _output_us(launch, dev, p, m, n, split)
+    if split > 1:
         blk.notes.append(f"split-K {split}")
-    else:
-        body += 2 * m * n / (dev.hbm_tbps * 1e6 * p.hbm_eff)
     total = body + p.launch_us
     eff = 2 * m * n * k / (total * 1e6) / dev.fp8_tflops
     detail = (
-        f"tiles {bm}x{bn}x{bk} w{warps} s{stages} units {units} rounds {rounds} x{blk.resident}/SM "
+        f"tiles {bm}x{bn}x{bk} w{tiling.warps} s{stages} units {units} rounds {rounds} x{blk.resident}/SM "
         f"regs {blk.regs:.0f} step mma {blk.mma_us:.3f} vec {blk.vector_us:.3f} smem {blk.smem_us:.3f} "
         f"chain {blk.chain_us:.3f}us compute {t_compute:.1f}us mem {t_mem:.1f}us miss {miss:.2f} "
         f"fp8-peak share {eff:.2f}" + (f"; {', '.join(blk.notes)}" if blk.notes else "")
@@ -483,7 +617,7 @@ def launch_time_us(launch: Launch, shape: Shape, dev: DeviceSpec) -> LaunchTime:
         return gemm_time_us(launch, shape, dev)
     moved = sum(t.nbytes for t in launch.tensors)
     if is_vector_gemm(launch, shape):
-        t = math.prod(shape.mnk()) * 2 / (dev.vector_fp32_tflops * 1e6 * 0.5) + p.launch_us
+        t = math.prod(shape.mnk()) * 2 / (dev.vector_fp32_tflops * 1e6 * _VECTOR_GEMM_EFF) + p.launch_us
         return LaunchTime(
             kernel=launch.kernel,
             kind="vector-gemm",
@@ -497,6 +631,7 @@ def launch_time_us(launch: Launch, shape: Shape, dev: DeviceSpec) -> LaunchTime:
 # The roofline for launches without matrix work (elementwise, reductions, stencils). Estimates:
 _SATURATING_WARPS = 16  # resident warps per SM/CU that keep enough loads in flight for full bandwidth
 _ROUND_US = 0.6  # one round of programs over the device: a program's load latency and start-up
+_MAX_PROGRAMS_PER_UNIT = 32  # resident programs per SM/CU at the most (Hopper's limit: 32 blocks per SM)
 
 
 def memory_time_us(launch: Launch, moved: int, dev: DeviceSpec) -> LaunchTime:
@@ -508,7 +643,7 @@ def memory_time_us(launch: Launch, moved: int, dev: DeviceSpec) -> LaunchTime:
     p = params_for(dev)
     programs = max(1, launch.grid[0] * launch.grid[1] * launch.grid[2])
     warps = max(1, launch.num_warps)
-    per_unit = max(1, min(dev.max_waves_per_unit // warps, 32))
+    per_unit = max(1, min(dev.max_waves_per_unit // warps, _MAX_PROGRAMS_PER_UNIT))
     rounds = math.ceil(programs / (dev.units * per_unit))
     resident_warps = min(programs, dev.units * per_unit) * warps / dev.units
     share = min(1.0, resident_warps / _SATURATING_WARPS)

@@ -6,14 +6,16 @@ use the package's own surface (``evaluator.__init__``) instead.
 
 from kernel_scientist.evaluator._devices import l2_flush_bytes
 from kernel_scientist.evaluator._gpu_harness import time_shape
-from kernel_scientist.evaluator._model import ModelInfeasible, launch_time_us, torch_op_time_us
+from kernel_scientist.evaluator._model import PARAMS, ModelInfeasible, Params, launch_time_us, torch_op_time_us
 from kernel_scientist.evaluator._rundir import generate_input, import_reference, import_submission
 from kernel_scientist.evaluator._values import prefill_output
 from kernel_scientist.evaluator._wire import GpuRequest
 
 __all__ = [
+    "PARAMS",
     "GpuRequest",
     "ModelInfeasible",
+    "Params",
     "generate_input",
     "import_reference",
     "import_submission",

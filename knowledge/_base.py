@@ -9,7 +9,7 @@ rather than a guess, because a silently wrong rewrite would waste a scarce GPU e
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal, TypeVar, cast
+from typing import ClassVar, Literal, NamedTuple, TypeVar, cast
 
 import msgspec
 
@@ -27,13 +27,23 @@ class Variant(msgspec.Struct, frozen=True):
     changes: list[str]  # the code changes, in words, for an LLM or a reviewer
 
 
+class Form(NamedTuple):
+    """One form a technique offers, before ``variants`` names it after the technique."""
+
+    params: dict[str, Param]
+    label: str
+    changes: list[str]
+
+
 class NotApplicable(Exception):
     """The technique cannot transform this source; the message says why."""
 
 
 class Technique:
     """Base class of every catalogue entry. Subclasses set the class attributes and override
-    ``detect``, ``variants`` and ``apply``."""
+    ``detect`` and ``apply``, and say which forms they offer: one ``form``, or ``forms`` of a source
+    (``variants`` keeps those the source does not have yet); a technique whose forms depend on a
+    reference kernel overrides ``variants`` itself."""
 
     name: ClassVar[str]
     title: ClassVar[str]
@@ -46,16 +56,30 @@ class Technique:
     # Which tasks' kernels it can rewrite: "gemm" (the matrix-product seed's regions and constraints)
     # or "any" (any Triton kernel, found by its syntax). A campaign takes the catalogue of its task's kind.
     kernels: ClassVar[tuple[str, ...]] = ("gemm",)
+    form: ClassVar[Form | None] = None  # the only form of a technique that has one
+    most: ClassVar[int] = 6  # how many forms ``variants`` offers at the most
+    _on_vendor: ClassVar[dict[str, type[Technique]]] = {}  # see ``__init_subclass__``
 
     def edge(self, params: dict[str, Param]) -> float:
         """How much better (fraction of the score) this form is expected to do than the technique's
         prior says, where one form was measured against another (0 where nothing was)."""
         return 0.0
 
+    def __init_subclass__(cls, replaces_on: str | None = None, **kwargs: object) -> None:
+        """``class _Hopper(Persistent, replaces_on="nvidia")`` declares the technique that stands
+        for ``Persistent`` on NVIDIA GPUs: what its ``for_vendor("nvidia")`` gives."""
+        super().__init_subclass__(**kwargs)
+        cls._on_vendor = {}
+        if replaces_on is not None:
+            parent = cls.__mro__[1]
+            assert issubclass(parent, Technique), f"{cls.__name__} replaces no technique"
+            parent._on_vendor[replaces_on] = cls
+
     def for_vendor(self, vendor: str) -> Technique:
-        """This technique as it applies to one vendor's GPUs (forms and priors measured there).
-        Most techniques are the same everywhere."""
-        return self
+        """This technique as it applies to one vendor's GPUs (forms and priors measured there): the
+        subclass that replaces it on them, if one does. Most techniques are the same everywhere."""
+        replacement = self._on_vendor.get(vendor)
+        return self if replacement is None else replacement()
 
     def detect(self, source: str) -> dict[str, Param] | None:
         """The parameters this technique currently has in ``source``, or None if absent.
@@ -65,8 +89,17 @@ class Technique:
         """
         raise NotImplementedError
 
+    def forms(self, source: str) -> list[Form]:
+        """Every form that makes sense for ``source``, the one it has already included (``variants``
+        drops that one). By default the technique's one ``form``."""
+        if self.form is None:
+            raise NotImplementedError(f"{self.name}: neither a form nor forms")
+        return [self.form]
+
     def variants(self, source: str, reference: str | None = None) -> list[Variant]:
-        raise NotImplementedError
+        """The forms ``source`` does not have yet, in order, at most ``most``; none where the
+        technique does not apply."""
+        return self._fresh(source, [self._variant(*form) for form in self.forms(source)], self.most)
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
         raise NotImplementedError
@@ -84,6 +117,14 @@ class Technique:
             return []
         fresh = [v for v in candidates if current is None or not _same(v.params, current)]
         return fresh[:limit]
+
+    def _has_form(self, source: str, params: dict[str, Param]) -> bool:
+        """For a technique with one ``form``: check that ``params`` are that form's, and say whether
+        ``source`` has it already (then ``apply`` leaves the source as it is)."""
+        assert self.form is not None, f"{self.name} has more than one form"
+        for key, value in self.form.params.items():
+            self._param(params, key, (value,))
+        return self.detect(source) is not None
 
     def _param(self, params: dict[str, Param], key: str, allowed: tuple[T, ...]) -> T:
         """``params[key]``, which must be one of ``allowed`` (so it has their type)."""

@@ -39,14 +39,8 @@ from pathlib import Path
 import msgspec
 import numpy as np
 from kernel_scientist.blackboard.records import Shape
-from kernel_scientist.evaluator import (
-    DEVICES,
-    Launch,
-    TensorArg,
-    TorchOp,
-    _model,
-    geomean,
-)
+from kernel_scientist.evaluator import DEVICES, MODEL_VERSION, Launch, TensorArg, TorchOp, geomean
+from kernel_scientist.evaluator.harness import PARAMS, ModelInfeasible, Params, launch_time_us, torch_op_time_us
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -199,10 +193,10 @@ def launch_of(s: Sample) -> tuple[Launch, list[TorchOp]]:
 def predict(s: Sample, dev) -> float:
     launch, ops = launch_of(s)
     try:
-        t = _model.launch_time_us(launch, _parse(s.shape), dev).time_us
-    except _model.ModelInfeasible:
+        t = launch_time_us(launch, _parse(s.shape), dev).time_us
+    except ModelInfeasible:
         return math.inf
-    return t + sum(_model.torch_op_time_us(op, dev).time_us for op in ops)
+    return t + sum(torch_op_time_us(op, dev).time_us for op in ops)
 
 
 def spearman(x: list[float], y: list[float]) -> float:
@@ -250,19 +244,19 @@ def _loss(samples: list[Sample], dev) -> float:
     return float(np.mean(within) + 0.5 * np.mean(bias))
 
 
-def fit(samples: list[Sample], dev, iters: int) -> _model.Params:
+def fit(samples: list[Sample], dev, iters: int) -> Params:
     """Nelder-Mead over log(constants) on the fit rows."""
-    base = _model.PARAMS[dev.name]
+    base = PARAMS[dev.name]
     x0 = np.log([getattr(base, f) for f in FITTED])
 
-    def make(x) -> _model.Params:
+    def make(x) -> Params:
         return msgspec.structs.replace(base, **{f: float(math.exp(v)) for f, v in zip(FITTED, x)})
 
     def f(x) -> float:
         p = make(x)
         if p.mma_eff > 1 or p.l2_eff > 1 or p.mma_sync_eff > 1 or p.atomic_eff > 1:
             return 1e9
-        _model.PARAMS[dev.name] = p
+        PARAMS[dev.name] = p
         return _loss(samples, dev)
 
     n = len(x0)
@@ -270,7 +264,7 @@ def fit(samples: list[Sample], dev, iters: int) -> _model.Params:
     for restart in range(3):
         best_x = _nelder_mead(f, best_x, n, iters, restart)
     best = make(best_x)
-    _model.PARAMS[dev.name] = best
+    PARAMS[dev.name] = best
     return best
 
 
@@ -363,7 +357,7 @@ def _campaign_source(label: str) -> str | None:
     return row[0] if row else None
 
 
-def _write_params(params: _model.Params, provenance: str) -> None:
+def _write_params(params: Params, provenance: str) -> None:
     path = ROOT / "evaluator" / "_model.py"
     text = path.read_text()
     fields = ", ".join(
@@ -416,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"({len(fit_rows)} rows; held out {len(test_rows)}) by scripts/calibrate_model.py",
             )
     report = {
-        "model": _model.MODEL_VERSION,
+        "model": MODEL_VERSION,
         "split": args.split,
         "held_out": per_shape(test_rows, dev),
         "fit": per_shape(fit_rows, dev),

@@ -8,7 +8,7 @@ LDS. CUDA's Triton rejects these keywords and the interpreter has no use for the
 
 from __future__ import annotations
 
-from .._base import NotApplicable, Param, Technique, Variant
+from .._base import Form, NotApplicable, Param, Technique
 from .._regions import body, has, insert_near, read_tunables, require, set_constant
 
 _KEYS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack")
@@ -18,7 +18,6 @@ _CHOICES = [(2, 16, 1), (2, 32, 1), (0, 16, 2), (1, 32, 1), (0, 32, 2), (3, 16, 
 
 class AmdKnobs(Technique):
     name = "amd_knobs"
-    vendors = ("amd",)
     title = "AMD compiler knobs: waves_per_eu, matrix_instr_nonkdim, kpack"
     category = "tuning"
     prose = (
@@ -32,6 +31,7 @@ class AmdKnobs(Technique):
     )
     prior_min, prior_max = -0.05, 0.2
     novelty = 0.35
+    vendors = ("amd",)
 
     def detect(self, source: str) -> dict[str, Param] | None:
         require(source, "select_config", "config", why=self.name)
@@ -40,17 +40,15 @@ class AmdKnobs(Technique):
         tunables = read_tunables(source)
         return {key: tunables.get(constant, 0) for key, constant in _CONSTANTS.items()}
 
-    def variants(self, source: str, reference: str | None = None) -> list[Variant]:
-        candidates = []
+    def forms(self, source: str) -> list[Form]:
+        out = []
         for choice in _CHOICES:
             params: dict[str, Param] = dict(zip(_KEYS, choice))
             label = ", ".join(f"{key}={value}" for key, value in params.items())
-            candidates.append(
-                self._variant(
-                    params, label, [f"on ROCm only, launch with {label}", "unchanged on CUDA and the CPU interpreter"]
-                )
+            out.append(
+                Form(params, label, [f"on ROCm only, launch with {label}", "unchanged on CUDA and the CPU interpreter"])
             )
-        return self._fresh(source, candidates)
+        return out
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
         values = {

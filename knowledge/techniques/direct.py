@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import ast
 
-from .._base import NotApplicable, Param, Technique, Variant
+from .._base import Form, NotApplicable, Param, Technique
 
 HELPER = '''
 
@@ -119,7 +119,6 @@ class DirectLaunch(Technique):
     name = "direct_launch"
     title = "Direct launch: call each compiled Triton kernel directly after its first launch"
     category = "tuning"
-    kernels = ("any",)
     prose = (
         "Under a leaderboard's protocol every call is timed alone between two device-wide "
         "synchronisations, so the Python before the GPU launch is part of the score, and for a "
@@ -130,6 +129,7 @@ class DirectLaunch(Technique):
     )
     prior_min, prior_max = 0.0, 0.3
     novelty = 0.4
+    kernels = ("any",)
 
     def detect(self, source: str) -> dict[str, Param] | None:
         if "def _ks_launch(" in source:
@@ -138,13 +138,13 @@ class DirectLaunch(Technique):
             raise NotApplicable(f"{self.name}: no kernel[grid](...) launch of a @triton.jit function")
         return None
 
-    def variants(self, source: str, reference: str | None = None) -> list[Variant]:
-        self.detect(source)
+    def forms(self, source: str) -> list[Form]:
+        self.detect(source)  # a kernel without a launch to route is told so, not offered nothing
         changes = [
             "route every kernel[grid](...) launch through _ks_launch",
             "after the first launch per specialisation, call the compiled kernel directly",
         ]
-        return self._fresh(source, [self._variant({"launch": "direct"}, "direct compiled launch", changes)])
+        return [Form({"launch": "direct"}, "direct compiled launch", changes)]
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
         self._param(params, "launch", ("direct",))

@@ -7,7 +7,7 @@ written as plain Python in the submission, so later techniques (and LLM edits) c
 
 from __future__ import annotations
 
-from .._base import NotApplicable, Param, Technique, Variant
+from .._base import Form, NotApplicable, Param, Technique
 from .._regions import body, has, insert_near, read_tunables, replace_body, require
 from .split_k import install as install_split_k
 
@@ -67,14 +67,8 @@ class ShapeDispatch(Technique):
                 return {"policy": line.strip()[len("# policy: ") :]}
         return {"policy": "custom"}
 
-    def variants(self, source: str, reference: str | None = None) -> list[Variant]:
-        return self._fresh(
-            source,
-            [
-                self._variant({"policy": policy}, f"policy={policy}", changes)
-                for policy, (_, changes) in _POLICIES.items()
-            ],
-        )
+    def forms(self, source: str) -> list[Form]:
+        return [Form({"policy": policy}, f"policy={policy}", changes) for policy, (_, changes) in _POLICIES.items()]
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
         policy = self._param(params, "policy", tuple(_POLICIES))

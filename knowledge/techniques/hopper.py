@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from .._base import NotApplicable, Param, Technique, Variant
+from .._base import Form, NotApplicable, Param, Technique
 from .._regions import body, has, insert, insert_after_region, replace_body, replace_line, require
 from .precision import _dot_line
 
@@ -84,22 +84,22 @@ class ConversionPrepass(Technique):
     prior_min, prior_max = 0.0, 0.4
     novelty = 0.6
     vendors = ("nvidia",)
+    form = Form(
+        {"operands": "fp16"},
+        "fp16 pre-pass",
+        [
+            "add a Triton kernel converting a and b from fp8 to fp16 in one launch (strides kept)",
+            "convert both operands at the start of custom_kernel, into buffers reused per shape",
+            "the GEMM's dot becomes a plain fp16 tl.dot with the scales applied per 128-deep K block",
+        ],
+    )
 
     def detect(self, source: str) -> dict[str, Param] | None:
         require(source, "prepare", "dot", why=self.name)
         return {"operands": "fp16"} if has(source, "prepass") else None
 
-    def variants(self, source: str, reference: str | None = None) -> list[Variant]:
-        changes = [
-            "add a Triton kernel converting a and b from fp8 to fp16 in one launch (strides kept)",
-            "convert both operands at the start of custom_kernel, into buffers reused per shape",
-            "the GEMM's dot becomes a plain fp16 tl.dot with the scales applied per 128-deep K block",
-        ]
-        return self._fresh(source, [self._variant({"operands": "fp16"}, "fp16 pre-pass", changes)])
-
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
-        self._param(params, "operands", ("fp16",))
-        if self.detect(source) is not None:
+        if self._has_form(source, params):
             return source
         require(source, "select_config", why=self.name)
         if _copies_layout(source):
@@ -164,23 +164,23 @@ class TensorDescriptors(Technique):
     prior_min, prior_max = 0.0, 0.3
     novelty = 0.6
     vendors = ("nvidia",)
+    form = Form(
+        {"tma": True},
+        "TMA descriptors",
+        [
+            "build tensor descriptors for a ([K, M] view), b ([K, N] view) and c in the kernel",
+            "load each operand tile with desc.load([k0, tile offset]) (a transposed in registers)",
+            "store the output tile with c_desc.store",
+            "install a device allocator for the descriptors",
+        ],
+    )
 
     def detect(self, source: str) -> dict[str, Param] | None:
         require(source, "work_preamble", "loads", "epilogue", why=self.name)
         return {"tma": True} if has(source, "descriptors") else None
 
-    def variants(self, source: str, reference: str | None = None) -> list[Variant]:
-        changes = [
-            "build tensor descriptors for a ([K, M] view), b ([K, N] view) and c in the kernel",
-            "load each operand tile with desc.load([k0, tile offset]) (a transposed in registers)",
-            "store the output tile with c_desc.store",
-            "install a device allocator for the descriptors",
-        ]
-        return self._fresh(source, [self._variant({"tma": True}, "TMA descriptors", changes)])
-
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
-        self._param(params, "tma", (True,))
-        if self.detect(source) is not None:
+        if self._has_form(source, params):
             return source
         require(source, "select_config", "prepare", why=self.name)
         if _copies_layout(source):
@@ -247,6 +247,11 @@ class WarpSpecialize(Technique):
     prior_min, prior_max = -0.05, 0.25
     novelty = 0.7
     vendors = ("nvidia",)
+    form = Form(
+        {"warp_specialize": True},
+        "warp-specialised loop",
+        ["turn the persistent loop into tl.range(..., flatten=True, warp_specialize=True)"],
+    )
 
     def _loop(self, source: str) -> str:
         require(source, "tile", why=self.name)
@@ -261,18 +266,12 @@ class WarpSpecialize(Technique):
     def detect(self, source: str) -> dict[str, Param] | None:
         return {"warp_specialize": True} if "warp_specialize=True" in self._loop(source) else None
 
-    def variants(self, source: str, reference: str | None = None) -> list[Variant]:
-        changes = ["turn the persistent loop into tl.range(..., flatten=True, warp_specialize=True)"]
-        return self._fresh(source, [self._variant({"warp_specialize": True}, "warp-specialised loop", changes)])
-
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
-        self._param(params, "warp_specialize", (True,))
-        line = self._loop(source)
-        if self.detect(source) is not None:
+        if self._has_form(source, params):
             return source
         return replace_line(
             source,
             "tile",
-            line,
+            self._loop(source),
             "for work_id in tl.range(tl.program_id(0), num_work, NUM_SMS, flatten=True, warp_specialize=True):",
         )

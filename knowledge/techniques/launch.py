@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 from typing import TypeGuard, cast
 
-from .._base import NotApplicable, Param, Technique, Variant
+from .._base import Form, NotApplicable, Param, Technique
 
 
 def _sites(source: str, want) -> list[tuple[str, ast.Constant]]:
@@ -63,7 +63,6 @@ class BlockSize(Technique):
     name = "block_size"
     title = "Block size of a Triton kernel (any BLOCK* constant)"
     category = "tiling"
-    kernels = ("any",)
     prose = (
         "Each program of a Triton kernel handles one block of elements. Small blocks mean many "
         "programs, each paying its start-up and load latency, and short vectors; large blocks mean "
@@ -73,15 +72,9 @@ class BlockSize(Technique):
     )
     prior_min, prior_max = -0.05, 0.4
     novelty = 0.1
+    kernels = ("any",)
 
-    def detect(self, source: str) -> dict[str, Param] | None:
-        sites = _sites(source, lambda name, kind: kind == "assign" and name.upper().startswith("BLOCK"))
-        sites = [(n, c) for n, c in sites if _value(c) > 0 and _value(c) & (_value(c) - 1) == 0]
-        if not sites:
-            raise NotApplicable(f"{self.name}: no BLOCK* constant assigned a power of two")
-        return {name: _value(c) for name, c in sites}
-
-    def variants(self, source: str, reference: str | None = None) -> list[Variant]:
+    def forms(self, source: str) -> list[Form]:
         current = self.detect(source) or {}
         out = []
         for factor in (4, 2, 8, 0.5):
@@ -89,11 +82,16 @@ class BlockSize(Technique):
                 new = int(int(value) * factor)
                 if 16 <= new <= 16384:
                     out.append(
-                        self._variant(
-                            {"name": name, "value": new}, f"{name}={new}", [f"set {name} = {new} (was {value})"]
-                        )
+                        Form({"name": name, "value": new}, f"{name}={new}", [f"set {name} = {new} (was {value})"])
                     )
-        return out[:6]
+        return out
+
+    def detect(self, source: str) -> dict[str, Param] | None:
+        sites = _sites(source, lambda name, kind: kind == "assign" and name.upper().startswith("BLOCK"))
+        sites = [(n, c) for n, c in sites if _value(c) > 0 and _value(c) & (_value(c) - 1) == 0]
+        if not sites:
+            raise NotApplicable(f"{self.name}: no BLOCK* constant assigned a power of two")
+        return {name: _value(c) for name, c in sites}
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
         name, value = params.get("name"), params.get("value")
@@ -119,11 +117,8 @@ class _LaunchKeyword(Technique):
             raise NotApplicable(f"{self.name}: no launch passes {self.key}=<integer>")
         return {self.key: _value(sites[0][1])}
 
-    def variants(self, source: str, reference: str | None = None) -> list[Variant]:
-        return self._fresh(
-            source,
-            [self._variant({self.key: v}, f"{self.key}={v}", [f"launch with {self.key}={v}"]) for v in self.choices],
-        )
+    def forms(self, source: str) -> list[Form]:
+        return [Form({self.key: v}, f"{self.key}={v}", [f"launch with {self.key}={v}"]) for v in self.choices]
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
         self.detect(source)

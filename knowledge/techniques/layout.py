@@ -6,7 +6,7 @@ copies; Triton then specialises the K stride to 1 and emits wide vector loads al
 
 from __future__ import annotations
 
-from .._base import NotApplicable, Param, Technique, Variant
+from .._base import Form, NotApplicable, Param, Technique
 from .._regions import body, has, insert, replace_body, require
 
 _COPIES = {
@@ -33,6 +33,25 @@ class LayoutPrepass(Technique):
     prior_min, prior_max = 0.0, 0.5
     novelty = 0.2
 
+    def forms(self, source: str) -> list[Form]:
+        described = {"ab": "a and b", "a": "a only", "b": "b only"}
+        undo = Form(
+            {"operands": "none"},
+            "no K-contiguous copies",
+            ["remove the layout region's copies: the kernel loads the column-major inputs as given"],
+        )
+        return ([undo] if has(source, "layout") else []) + [
+            Form(
+                {"operands": key},
+                f"K-contiguous {described[key]}",
+                [
+                    f"copy {described[key]} to K-contiguous (row-major) layout on the host before the launch",
+                    "the kernel loads through the new strides (K stride 1)",
+                ],
+            )
+            for key in ("ab", "a", "b")
+        ]
+
     def detect(self, source: str) -> dict[str, Param] | None:
         require(source, "prepare", why=self.name)
         if has(source, "descriptors") or has(source, "prepass"):
@@ -47,31 +66,6 @@ class LayoutPrepass(Technique):
         text = "\n".join(body(source, "layout"))
         operands = "".join(name for name in "ab" if f"{name} = {name}.contiguous()" in text)
         return {"operands": operands or "none"}
-
-    def variants(self, source: str, reference: str | None = None) -> list[Variant]:
-        described = {"ab": "a and b", "a": "a only", "b": "b only"}
-        undo = [
-            self._variant(
-                {"operands": "none"},
-                "no K-contiguous copies",
-                ["remove the layout region's copies: the kernel loads the column-major inputs as given"],
-            )
-        ]
-        return self._fresh(
-            source,
-            ([] if not has(source, "layout") else undo)
-            + [
-                self._variant(
-                    {"operands": key},
-                    f"K-contiguous {described[key]}",
-                    [
-                        f"copy {described[key]} to K-contiguous (row-major) layout on the host before the launch",
-                        "the kernel loads through the new strides (K stride 1)",
-                    ],
-                )
-                for key in ("ab", "a", "b")
-            ],
-        )
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
         key = self._param(params, "operands", tuple(_COPIES))
@@ -93,11 +87,8 @@ class LayoutPrepass(Technique):
             return replace_body(source, "layout", text)
         return insert(source, "prepare", f"# region: layout\n{text}\n# endregion: layout")
 
-    def for_vendor(self, vendor: str) -> Technique:
-        return _HopperLayout() if vendor == "nvidia" else self
 
-
-class _HopperLayout(LayoutPrepass):
+class _HopperLayout(LayoutPrepass, replaces_on="nvidia"):
     """The NVIDIA form: K-contiguous copies matter for fp8 MMAs only."""
 
     prose = (

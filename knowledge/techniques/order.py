@@ -7,11 +7,12 @@ it comes first), then ``split_k_pid`` (owned by split_k), then ``tile_order`` (r
 
 from __future__ import annotations
 
-from .._base import NotApplicable, Param, Technique, Variant
-from .._regions import add_tunable, body, has, insert, read_tunables, replace_body, replace_line, require, set_constant
+from .._base import NotApplicable
+from .._regions import add_tunable, body, insert, replace_body, replace_line, require
+from ._constant import ConstantStructure
 
 
-class GroupedOrder(Technique):
+class GroupedOrder(ConstantStructure):
     name = "grouped_order"
     title = "Grouped (swizzled) launch order for L2 reuse"
     category = "memory"
@@ -25,36 +26,16 @@ class GroupedOrder(Technique):
     )
     prior_min, prior_max = 0.0, 0.1
     novelty = 0.15
-    _GROUPS = (8, 4, 16)
+    constant, values, accepted = "GROUP_M", (8, 4, 16), (2,)
+    needs = ("tile_order", "config")
+    marker = ("tile_order", "GROUP_M")
+    changes = (
+        "add a GROUP_M constexpr",
+        "replace row-major pid -> (pid_m, pid_n) with groups of {value} tile rows walked column by column",
+    )
 
-    def detect(self, source: str) -> dict[str, Param] | None:
-        require(source, "tile_order", "config", why=self.name)
-        if "GROUP_M" not in "\n".join(body(source, "tile_order")):
-            return None
-        value = read_tunables(source).get("GROUP_M")
-        return None if value is None else {"GROUP_M": value}
-
-    def variants(self, source: str, reference: str | None = None) -> list[Variant]:
-        return self._fresh(
-            source,
-            [
-                self._variant(
-                    {"GROUP_M": group},
-                    f"GROUP_M={group}",
-                    [
-                        "add a GROUP_M constexpr",
-                        f"replace row-major pid -> (pid_m, pid_n) with groups of {group} tile rows walked column by column",
-                    ],
-                )
-                for group in self._GROUPS
-            ],
-        )
-
-    def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
-        group = self._param(params, "GROUP_M", self._GROUPS + (2,))
-        if self.detect(source) is not None:
-            return set_constant(source, "GROUP_M", group)
-        source = add_tunable(source, "GROUP_M", group)
+    def _install(self, source: str, value: int) -> str:
+        source = add_tunable(source, "GROUP_M", value)
         return replace_body(
             source,
             "tile_order",
@@ -70,9 +51,8 @@ class GroupedOrder(Technique):
         )
 
 
-class XcdRemap(Technique):
+class XcdRemap(ConstantStructure):
     name = "xcd_remap"
-    vendors = ("amd",)
     title = "XCD-aware program-id remap"
     category = "memory"
     prose = (
@@ -86,37 +66,20 @@ class XcdRemap(Technique):
     )
     prior_min, prior_max = 0.0, 0.15
     novelty = 0.6
-    _XCDS = (8,)
+    vendors = ("amd",)
+    constant, values, default = "NUM_XCDS", (8,), 8
+    needs = ("pid_map", "config")
+    marker = ("xcd_remap", None)
+    changes = (
+        "add a NUM_XCDS constexpr",
+        "renumber work ids so each XCD gets one contiguous run before mapping to tiles",
+    )
 
-    def detect(self, source: str) -> dict[str, Param] | None:
-        require(source, "pid_map", "config", why=self.name)
-        if not has(source, "xcd_remap"):
-            return None
-        return {"NUM_XCDS": read_tunables(source).get("NUM_XCDS", 8)}
-
-    def variants(self, source: str, reference: str | None = None) -> list[Variant]:
-        return self._fresh(
-            source,
-            [
-                self._variant(
-                    {"NUM_XCDS": 8},
-                    "NUM_XCDS=8",
-                    [
-                        "add a NUM_XCDS constexpr",
-                        "renumber work ids so each XCD gets one contiguous run before mapping to tiles",
-                    ],
-                )
-            ],
-        )
-
-    def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
-        xcds = self._param(params, "NUM_XCDS", self._XCDS)
-        if self.detect(source) is not None:
-            return set_constant(source, "NUM_XCDS", xcds)
+    def _install(self, source: str, value: int) -> str:
         require(source, "work_preamble", why=self.name)
         if "num_work" not in "\n".join(body(source, "work_preamble")):
             raise NotApplicable(f"{self.name}: work_preamble does not define num_work")
-        source = add_tunable(source, "NUM_XCDS", xcds)
+        source = add_tunable(source, "NUM_XCDS", value)
         return insert(
             source,
             "pid_map",
@@ -135,7 +98,7 @@ class XcdRemap(Technique):
         )
 
 
-class Persistent(Technique):
+class Persistent(ConstantStructure):
     name = "persistent"
     title = "Persistent kernel (one program per CU walks the tiles)"
     category = "schedule"
@@ -150,36 +113,16 @@ class Persistent(Technique):
     )
     prior_min, prior_max = -0.05, 0.15
     novelty = 0.5
-    _SMS = (304, 608)
+    constant, values, accepted = "NUM_SMS", (304, 608), (66, 132, 152, 264, 1216)
+    needs = ("tile", "config")
+    marker = ("tile", "for work_id in range(")
+    changes = (
+        "add a NUM_SMS constexpr",
+        "wrap the per-tile body in `for work_id in range(program_id, num_work, NUM_SMS)`",
+        "launch min(NUM_SMS, work items) programs",
+    )
 
-    def detect(self, source: str) -> dict[str, Param] | None:
-        require(source, "tile", "config", why=self.name)
-        if "for work_id in range(" not in "\n".join(body(source, "tile")):
-            return None
-        value = read_tunables(source).get("NUM_SMS")
-        return None if value is None else {"NUM_SMS": value}
-
-    def variants(self, source: str, reference: str | None = None) -> list[Variant]:
-        return self._fresh(
-            source,
-            [
-                self._variant(
-                    {"NUM_SMS": sms},
-                    f"NUM_SMS={sms}",
-                    [
-                        "add a NUM_SMS constexpr",
-                        "wrap the per-tile body in `for work_id in range(program_id, num_work, NUM_SMS)`",
-                        "launch min(NUM_SMS, work items) programs",
-                    ],
-                )
-                for sms in self._SMS
-            ],
-        )
-
-    def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
-        sms = self._param(params, "NUM_SMS", self._SMS + (66, 132, 152, 264, 1216))
-        if self.detect(source) is not None:
-            return set_constant(source, "NUM_SMS", sms)
+    def _install(self, source: str, value: int) -> str:
         require(source, "grid", "work_preamble", why=self.name)
         lines = body(source, "tile")
         if not lines or lines[0].strip() != "pid = tl.program_id(0)":
@@ -194,15 +137,12 @@ class Persistent(Technique):
                 *rest,
             ]
         )
-        source = add_tunable(source, "NUM_SMS", sms)
+        source = add_tunable(source, "NUM_SMS", value)
         source = replace_body(source, "tile", new_body)
         return replace_line(source, "grid", "grid = ", 'grid = (min(cfg["NUM_SMS"], num_work),)')
 
-    def for_vendor(self, vendor: str) -> Technique:
-        return _HopperPersistent() if vendor == "nvidia" else self
 
-
-class _HopperPersistent(Persistent):
+class _HopperPersistent(Persistent, replaces_on="nvidia"):
     """The NVIDIA form: one or two programs per SM of an H100/H200 (132 SMs)."""
 
     prose = (
@@ -214,4 +154,4 @@ class _HopperPersistent(Persistent):
         "the tile count is not a multiple of 132."
     )
     prior_min, prior_max = -0.05, 0.2
-    _SMS = (132, 264)
+    values = (132, 264)

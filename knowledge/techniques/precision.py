@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from .._base import NotApplicable, Param, Technique, Variant
+from .._base import Form, NotApplicable, Param, Technique
 from .._regions import body, has, replace_line, require
 
 _DOT = re.compile(r"^(?P<lhs>\w+\s*=\s*)tl\.dot\((?P<args>.*)\)\s*$")
@@ -88,9 +88,6 @@ class AccumulationPrecision(Technique):
     novelty = 0.2
     modes: tuple[str, ...] = tuple(_FORMS)
 
-    def for_vendor(self, vendor: str) -> Technique:
-        return _HopperPrecision() if vendor == "nvidia" else self
-
     def detect(self, source: str) -> dict[str, Param] | None:
         line, _, _, _ = _dot_line(source)
         call = line[line.index("tl.dot(") :]
@@ -104,13 +101,10 @@ class AccumulationPrecision(Technique):
             return {"mode": "precise"}
         return {"mode": "fast"}
 
-    def variants(self, source: str, reference: str | None = None) -> list[Variant]:
+    def forms(self, source: str) -> list[Form]:
         if has(source, "prepass"):
             return []  # the operands reach the dot as fp16 already: no fp8 accumulation to choose
-        return self._fresh(
-            source,
-            [self._variant({"mode": mode}, f"mode={mode}", [_CHANGES[mode]]) for mode in self.modes],
-        )
+        return [Form({"mode": mode}, f"mode={mode}", [_CHANGES[mode]]) for mode in self.modes]
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
         mode = self._param(params, "mode", self.modes)
@@ -119,7 +113,7 @@ class AccumulationPrecision(Technique):
         return replace_line(source, "dot", line, new)
 
 
-class _HopperPrecision(AccumulationPrecision):
+class _HopperPrecision(AccumulationPrecision, replaces_on="nvidia"):
     """The NVIDIA form: only the modes that can pass a tight tolerance there, fp16 first."""
 
     prose = (

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from .._base import NotApplicable, Param, Technique, Variant
+from .._base import Form, NotApplicable, Param, Technique
 from .._regions import has, insert_after_region, require
 from .tuning import LeanHost
 
@@ -148,22 +148,22 @@ class LaunchReplay(Technique):
     )
     prior_min, prior_max = 0.0, 0.3
     novelty = 0.7
+    form = Form(
+        {"replay": True},
+        "replayed launches",
+        [
+            "launch each compiled kernel directly (lean_host), if not done yet",
+            "record the launches of a call's second and third runs per input signature",
+            "replay them with each later call's tensors when both recordings agree and ran no torch op",
+        ],
+    )
 
     def detect(self, source: str) -> dict[str, Param] | None:
         require(source, "launch", why=self.name)
         return {"replay": True} if has(source, "launch_replay") else None
 
-    def variants(self, source: str, reference: str | None = None) -> list[Variant]:
-        changes = [
-            "launch each compiled kernel directly (lean_host), if not done yet",
-            "record the launches of a call's second and third runs per input signature",
-            "replay them with each later call's tensors when both recordings agree and ran no torch op",
-        ]
-        return self._fresh(source, [self._variant({"replay": True}, "replayed launches", changes)])
-
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
-        self._param(params, "replay", (True,))
-        if self.detect(source) is not None:
+        if self._has_form(source, params):
             return source
         if not has(source, "launch_cache"):
             source = LeanHost().apply(source, {"launch": "compiled"})

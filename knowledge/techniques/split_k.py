@@ -8,7 +8,7 @@ that is correct for every SPLIT_K, including slices left empty when K has few bl
 
 from __future__ import annotations
 
-from .._base import NotApplicable, Param, Technique, Variant
+from .._base import NotApplicable
 from .._regions import (
     add_tunable,
     body,
@@ -16,12 +16,11 @@ from .._regions import (
     insert,
     insert_after_region,
     insert_near,
-    read_tunables,
     replace_body,
     replace_line,
     require,
-    set_constant,
 )
+from ._constant import ConstantStructure
 
 _REGIONS = ("work_preamble", "pid_map", "k_bounds", "epilogue", "output", "grid", "finish")
 
@@ -83,7 +82,7 @@ def install(source: str, split: int) -> str:
     )
 
 
-class SplitK(Technique):
+class SplitK(ConstantStructure):
     name = "split_k"
     title = "Split-K with an fp32 workspace reduction"
     category = "parallelism"
@@ -97,34 +96,14 @@ class SplitK(Technique):
     )
     prior_min, prior_max = -0.2, 0.3
     novelty = 0.4
-    _SPLITS = (2, 4, 8)
+    constant, values, accepted = "SPLIT_K", (2, 4, 8), (1, 16)
+    needs = ("config", "pid_map")
+    marker = ("split_k_pid", None)
+    changes = (
+        "add a SPLIT_K constexpr; the work id also selects a K slice",
+        "each program loops over its slice of K blocks only",
+        "store fp32 partials to a [SPLIT_K, m, n] workspace, then sum and cast to bf16 on the host",
+    )
 
-    def detect(self, source: str) -> dict[str, Param] | None:
-        require(source, "config", "pid_map", why=self.name)
-        if not has(source, "split_k_pid"):
-            return None
-        value = read_tunables(source).get("SPLIT_K")
-        return None if value is None else {"SPLIT_K": value}
-
-    def variants(self, source: str, reference: str | None = None) -> list[Variant]:
-        return self._fresh(
-            source,
-            [
-                self._variant(
-                    {"SPLIT_K": split},
-                    f"SPLIT_K={split}",
-                    [
-                        "add a SPLIT_K constexpr; the work id also selects a K slice",
-                        "each program loops over its slice of K blocks only",
-                        "store fp32 partials to a [SPLIT_K, m, n] workspace, then sum and cast to bf16 on the host",
-                    ],
-                )
-                for split in self._SPLITS
-            ],
-        )
-
-    def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
-        split = self._param(params, "SPLIT_K", self._SPLITS + (1, 16))
-        if self.detect(source) is not None:
-            return set_constant(source, "SPLIT_K", split)
-        return install(source, split)
+    def _install(self, source: str, value: int) -> str:
+        return install(source, value)

@@ -6,7 +6,7 @@ refused instead of silently gaining a setting nothing reads.
 
 from __future__ import annotations
 
-from .._base import NotApplicable, Param, Technique, Variant
+from .._base import Form, NotApplicable, Param, Technique
 from .._regions import has, read_tunables, require, set_constant
 
 
@@ -46,18 +46,15 @@ class TileShape(Technique):
         tunables = _need(source, "BLOCK_M", "BLOCK_N", why=self.name)
         return {"BLOCK_M": tunables["BLOCK_M"], "BLOCK_N": tunables["BLOCK_N"]}
 
-    def variants(self, source: str, reference: str | None = None) -> list[Variant]:
-        return self._fresh(
-            source,
-            [
-                self._variant(
-                    {"BLOCK_M": bm, "BLOCK_N": bn},
-                    f"BLOCK_M={bm}, BLOCK_N={bn}",
-                    [f"set BLOCK_M = {bm} and BLOCK_N = {bn} in the config region"],
-                )
-                for bm, bn in self._CANDIDATES
-            ],
-        )
+    def forms(self, source: str) -> list[Form]:
+        return [
+            Form(
+                {"BLOCK_M": bm, "BLOCK_N": bn},
+                f"BLOCK_M={bm}, BLOCK_N={bn}",
+                [f"set BLOCK_M = {bm} and BLOCK_N = {bn} in the config region"],
+            )
+            for bm, bn in self._CANDIDATES
+        ]
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
         self.detect(source)
@@ -76,16 +73,11 @@ class _LaunchOption(Technique):
     def detect(self, source: str) -> dict[str, Param] | None:
         return {self.key: _need(source, self.constant, why=self.name)[self.constant]}
 
-    def variants(self, source: str, reference: str | None = None) -> list[Variant]:
-        return self._fresh(
-            source,
-            [
-                self._variant(
-                    {self.key: value}, f"{self.key}={value}", [f"set {self.constant} = {value} in the config region"]
-                )
-                for value in self.choices
-            ],
-        )
+    def forms(self, source: str) -> list[Form]:
+        return [
+            Form({self.key: value}, f"{self.key}={value}", [f"set {self.constant} = {value} in the config region"])
+            for value in self.choices
+        ]
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
         self.detect(source)

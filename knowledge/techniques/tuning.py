@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from .._base import NotApplicable, Param, Technique, Variant
+from .._base import Form, NotApplicable, Param, Technique
 from .._regions import body, has, insert_after_region, parse, replace_body, require
 
 # Common Hopper/CDNA GEMM settings (tile, warps, pipeline depth), largest tiles first; general
@@ -87,6 +87,7 @@ class InSubmissionTuning(Technique):
     )
     prior_min, prior_max = 0.0, 0.35
     novelty = 0.6
+    most = 1  # one tuning space per kernel: the larger one first
 
     def detect(self, source: str) -> dict[str, Param] | None:
         require(source, "select_config", "grid", "launch", why=self.name)
@@ -97,25 +98,21 @@ class InSubmissionTuning(Technique):
                 return {"space": space}
         return {"space": "custom"}
 
-    def variants(self, source: str, reference: str | None = None) -> list[Variant]:
+    def forms(self, source: str) -> list[Form]:
         if has(source, "tuning"):
             return []
-        return self._fresh(
-            source,
-            [
-                self._variant(
-                    {"space": name},
-                    f"tune {len(options)} settings per shape",
-                    [
-                        f"carry {len(options)} launch settings {list(options)} (BLOCK_M, BLOCK_N, warps, stages)",
-                        "on the first call of a shape time each with device events, keep the fastest",
-                        "wrap the grid and launch code in a local launch(cfg) function",
-                    ],
-                )
-                for name, options in _SPACES.items()
-            ],
-            limit=1,
-        )
+        return [
+            Form(
+                {"space": name},
+                f"tune {len(options)} settings per shape",
+                [
+                    f"carry {len(options)} launch settings {list(options)} (BLOCK_M, BLOCK_N, warps, stages)",
+                    "on the first call of a shape time each with device events, keep the fastest",
+                    "wrap the grid and launch code in a local launch(cfg) function",
+                ],
+            )
+            for name, options in _SPACES.items()
+        ]
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
         space = self._param(params, "space", tuple(_SPACES))
@@ -212,21 +209,21 @@ class LeanHost(Technique):
     )
     prior_min, prior_max = 0.0, 0.3
     novelty = 0.5
+    form = Form(
+        {"launch": "compiled"},
+        "direct compiled launch",
+        [
+            "keep each compiled kernel per (grid, launch settings, integer arguments)",
+            "call the compiled launcher directly after the first launch (the JIT path only once)",
+        ],
+    )
 
     def detect(self, source: str) -> dict[str, Param] | None:
         require(source, "launch", why=self.name)
         return {"launch": "compiled"} if has(source, "launch_cache") else None
 
-    def variants(self, source: str, reference: str | None = None) -> list[Variant]:
-        changes = [
-            "keep each compiled kernel per (grid, launch settings, integer arguments)",
-            "call the compiled launcher directly after the first launch (the JIT path only once)",
-        ]
-        return self._fresh(source, [self._variant({"launch": "compiled"}, "direct compiled launch", changes)])
-
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
-        self._param(params, "launch", ("compiled",))
-        if self.detect(source) is not None:
+        if self._has_form(source, params):
             return source
         require(source, "select_config", why=self.name)
         lines = body(source, "launch")
