@@ -9,16 +9,50 @@ ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
 
 
-def cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None):
-    """Run the real console command in a subprocess, as a user would."""
+def command(*args: str) -> list[str]:
+    """The console command's argv, for a test that starts it itself (``subprocess.Popen``)."""
+    return [sys.executable, "-m", "kernel_scientist", *args]
+
+
+def smoke_run(db, *extra: str) -> list[str]:
+    """The arguments of ``run`` of the smoke scenario into the blackboard ``db``."""
+    return ["run", str(SCENARIOS / "smoke.toml"), "--db", str(db), *extra]
+
+
+def _run(argv: list[str], cwd: Path | None, timeout: float, env: dict | None):
     return subprocess.run(
-        [sys.executable, "-m", "kernel_scientist", *args],
+        argv,
         cwd=cwd or ROOT,
         capture_output=True,
         text=True,
         timeout=timeout,
         env={**os.environ, **(env or {})},
     )
+
+
+def cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None):
+    """Run the real console command in a subprocess, as a user would."""
+    return _run(command(*args), cwd, timeout, env)
+
+
+def script(name: str, *args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None):
+    """Run ``scripts/<name>`` in a subprocess, as a GPU session would."""
+    return _run([sys.executable, str(ROOT / "scripts" / name), *args], cwd, timeout, env)
+
+
+def popen(*args: str, **kwargs):
+    """Start the console command without waiting for it: output piped as text unless told otherwise."""
+    return subprocess.Popen(
+        command(*args), **{"cwd": ROOT, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True, **kwargs}
+    )
+
+
+def llm_call(**fields):
+    """An ``LLMCall`` record, a plain successful ask, with the fields a test cares about given."""
+    from kernel_scientist.blackboard import LLMCall
+
+    plain = dict(id=0, at=0.0, agent="critic", seq=1, role="review", turn="ask", brain="fake", model="fake-model")
+    return LLMCall(**{**plain, "status": "ok", "system": "", "messages": [], "prompt_hash": "h", **fields})
 
 
 def fingerprint(db):

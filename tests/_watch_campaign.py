@@ -9,7 +9,7 @@ import sqlite3
 import subprocess
 
 import pytest
-from _support import SCENARIOS, cli
+from _support import cli, smoke_run
 
 
 class Made:
@@ -36,13 +36,7 @@ def smoke_campaign(tmp_path_factory):
     root = tmp_path_factory.mktemp("watched")
     db = root / "smoke.sqlite"
     proc = cli(
-        "run",
-        str(SCENARIOS / "smoke.toml"),
-        "--db",
-        str(db),
-        "--watch",
-        "--set",
-        "campaign.hours=1",
+        *smoke_run(db, "--watch", "--set", "campaign.hours=1"),
         timeout=240,
         env={"COLUMNS": "140"},
     )

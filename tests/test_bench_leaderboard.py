@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
-from _support import ROOT
+from _support import ROOT, script
 
 sys.path.insert(0, str(ROOT / "scripts"))
 
@@ -22,19 +21,8 @@ def test_unseen_shapes_cover_the_promised_range_reproducibly():
 
 
 def test_unseen_shapes_need_a_gemm_task(tmp_path):
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "scripts" / "bench_leaderboard.py"),
-            "--unseen",
-            "3",
-            "--task",
-            str(ROOT / "tests" / "problems" / "stencil"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
+    done = script(
+        "bench_leaderboard.py", "--unseen", "3", "--task", str(ROOT / "tests" / "problems" / "stencil"), cwd=tmp_path
     )
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert "--unseen draws m, n, k shapes: it needs a GEMM task" in done.stderr

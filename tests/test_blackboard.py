@@ -32,6 +32,20 @@ def _queued_kernel(board, source="k", ev=0.5):
     return k
 
 
+def _evaluated_kernel(board, outcome, source):
+    """A kernel queued, leased and evaluated with ``outcome`` (10 us where it passed)."""
+    kernel = _queued_kernel(board, source=source)
+    sub = board.lease_submission("ev", now=2, lease_s=10)
+    board.record_evaluation(
+        submission_id=sub.id,
+        owner="ev",
+        started_at=2,
+        finished_at=3,
+        report=_report(outcome, 10.0 if outcome == Outcome.PASSED else None),
+    )
+    return kernel
+
+
 def test_schema_version_and_wal(board_path):
     Blackboard(board_path).close()
     conn = sqlite3.connect(board_path)
@@ -187,15 +201,7 @@ def test_version_2_build_failures_become_build_failed_not_refuted(board_path):
         (Outcome.WRONG_OUTPUT, Verdict.REFUTED),
         (Outcome.PASSED, Verdict.CONFIRMED),
     ):
-        kernel = _queued_kernel(board, source=f"{outcome}{verdict}")
-        sub = board.lease_submission("ev", now=2, lease_s=10)
-        board.record_evaluation(
-            submission_id=sub.id,
-            owner="ev",
-            started_at=2,
-            finished_at=3,
-            report=_report(outcome, 10.0 if outcome == Outcome.PASSED else None),
-        )
+        kernel = _evaluated_kernel(board, outcome, source=f"{outcome}{verdict}")
         sel = board.add_selection(base_id=kernel.id, reference_id=None, reason="", at=0)
         hyp = board.add_hypotheses(sel.id, [_hyp(sel.id, kernel.id)])[0]
         board.update_hypothesis(hyp.id, kernel_id=kernel.id, verdict=verdict)

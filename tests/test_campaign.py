@@ -6,12 +6,11 @@ import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 
 import msgspec
 import pytest
-from _support import ROOT, SCENARIOS, cli, fingerprint
+from _support import ROOT, cli, fingerprint, popen, smoke_run
 from kernel_scientist.blackboard import KernelState, open_existing, scenario_from_json
 
 AGENTS = {"archivist", "theorist", "critic", "evaluator", "engineer-1", "engineer-2"}
@@ -19,7 +18,7 @@ AGENTS = {"archivist", "theorist", "critic", "evaluator", "engineer-1", "enginee
 
 def _run_smoke(tmp_path, name, *extra):
     db = tmp_path / f"{name}.sqlite"
-    result = cli("run", str(SCENARIOS / "smoke.toml"), "--db", str(db), "--quiet", *extra)
+    result = cli(*smoke_run(db, "--quiet", *extra))
     assert result.returncode == 0, result.stderr[-3000:]
     return db, result
 
@@ -103,13 +102,9 @@ def _task_with_seed(tmp_path, source):
 )
 def test_bad_seed_is_contained(tmp_path, name, body, reason):
     task = _task_with_seed(tmp_path, body)
-    db = tmp_path / f"{name}.sqlite"
-    result = cli(
-        "run",
-        str(SCENARIOS / "smoke.toml"),
-        "--db",
-        str(db),
-        "--quiet",
+    db, _ = _run_smoke(
+        tmp_path,
+        name,
         "--set",
         f"campaign.task='{task}'",
         "--set",
@@ -117,7 +112,6 @@ def test_bad_seed_is_contained(tmp_path, name, body, reason):
         "--set",
         "evaluator.timeout_s=5",
     )
-    assert result.returncode == 0, result.stderr[-2000:]
     with open_existing(db) as board:
         seed = board.kernel(1)
         assert seed.state in (KernelState.REJECTED, KernelState.FAILED)
@@ -134,20 +128,9 @@ def _evaluation_lines(jsonl):
 def test_kill_9_and_resume_lose_and_repeat_nothing(tmp_path):
     db = tmp_path / "killed.sqlite"
     jsonl = db.with_suffix(".jsonl")
-    args = [
-        sys.executable,
-        "-m",
-        "kernel_scientist",
-        "run",
-        str(SCENARIOS / "smoke.toml"),
-        "--db",
-        str(db),
-        "--quiet",
-        "--set",
-        "campaign.hours=4",
-    ]
+    args = smoke_run(db, "--quiet", "--set", "campaign.hours=4")
     for wanted in (3, 8):
-        proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = popen(*args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 120
         while len(_evaluation_lines(jsonl)) < wanted and time.time() < deadline and proc.poll() is None:
             time.sleep(0.05)
@@ -158,8 +141,8 @@ def test_kill_9_and_resume_lose_and_repeat_nothing(tmp_path):
             before = {e.id: e for e in board.evaluations()}
         # Everything the log acknowledged is on the blackboard.
         assert {m["kernel_id"] for m in acknowledged} <= {e.kernel_id for e in before.values()}
-        args = [sys.executable, "-m", "kernel_scientist", "resume", "--db", str(db), "--quiet"]
-    result = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300)
+        args = ["resume", "--db", str(db), "--quiet"]
+    result = cli(*args)
     assert result.returncode == 0, result.stderr[-2000:]
     with open_existing(db) as board:
         after = {e.id: e for e in board.evaluations()}
@@ -173,19 +156,7 @@ def test_kill_9_and_resume_lose_and_repeat_nothing(tmp_path):
 
 
 def test_resume_retunes_limits_for_one_run_but_never_the_campaigns_identity(tmp_path):
-    db = tmp_path / "retuned.sqlite"
-    first = cli(
-        "run",
-        str(SCENARIOS / "smoke.toml"),
-        "--db",
-        str(db),
-        "--quiet",
-        "--set",
-        "campaign.hours=1",
-        "--set",
-        "evaluator.in_flight=1",
-    )
-    assert first.returncode == 0, first.stderr[-2000:]
+    db, _ = _run_smoke(tmp_path, "retuned", "--set", "campaign.hours=1", "--set", "evaluator.in_flight=1")
     refused = cli("resume", "--db", str(db), "--set", "campaign.seed=2")
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
     assert "--set campaign.seed: cannot change on resume" in refused.stderr

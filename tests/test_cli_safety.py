@@ -11,13 +11,11 @@ import re
 import shutil
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from importlib.metadata import version
 
 import pytest
-from _support import ROOT, SCENARIOS, cli
+from _support import ROOT, SCENARIOS, cli, popen, smoke_run
 from _watch_campaign import smoke_campaign  # noqa: F401  (a session fixture)
 from kernel_scientist.blackboard import open_existing
 
@@ -183,25 +181,7 @@ def _evaluations(jsonl):
 def test_ctrl_c_is_one_line_exit_130_and_the_campaign_resumes(tmp_path):
     db = tmp_path / "stopped.sqlite"
     # Its own session, and SIGINT to the whole group: what a terminal does on Ctrl-C.
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kernel_scientist",
-            "run",
-            str(SMOKE),
-            "--db",
-            str(db),
-            "--quiet",
-            "--set",
-            "campaign.hours=2",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    proc = popen(*smoke_run(db, "--quiet", "--set", "campaign.hours=2"), start_new_session=True)
     try:
         deadline = time.time() + 180
         while _evaluations(db.with_suffix(".jsonl")) < 3 and time.time() < deadline and proc.poll() is None:

@@ -23,17 +23,17 @@ BENCH = [
 
 def gemm(
     shape: Shape,
-    bm=64,
-    bn=64,
-    bk=128,
-    warps=4,
-    stages=2,
-    kcontig=False,
-    precise=True,
-    grid=None,
-    scaled=True,
-    upcast="",
-    **consts,
+    bm: int = 64,
+    bn: int = 64,
+    bk: int = 128,
+    warps: int = 4,
+    stages: int = 2,
+    kcontig: bool = False,
+    precise: bool = True,
+    grid: int | None = None,
+    scaled: bool = True,
+    upcast: str = "",
+    **consts: int,
 ) -> Launch:
     """The task's form by default: fp8 operands (column-major unless ``kcontig``), the two scale
     tensors, ``acc += tl.dot(a, b) * sa * sb``; ``upcast`` "float16"/"bfloat16" converts before the dot."""

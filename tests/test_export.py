@@ -72,22 +72,11 @@ async def test_a_kernel_that_did_not_compile_is_a_build_failure_not_a_refutation
     from kernel_scientist.agents._base import CampaignClock, Context
     from kernel_scientist.agents.critic import Critic
     from kernel_scientist.blackboard import Blackboard, HypothesisState, Scenario
-    from test_blackboard import _hyp, _queued_kernel, _report
+    from test_blackboard import _evaluated_kernel, _hyp
 
     board = Blackboard(tmp_path / "b.sqlite")
     outcomes = (Outcome.PASSED, Outcome.COMPILE_ERROR, Outcome.WRONG_OUTPUT, Outcome.PASSED)
-    kernels = []
-    for i, outcome in enumerate(outcomes):
-        kernel = _queued_kernel(board, source=f"kernel {i}")
-        sub = board.lease_submission("ev", now=2, lease_s=10)
-        board.record_evaluation(
-            submission_id=sub.id,
-            owner="ev",
-            started_at=2,
-            finished_at=3,
-            report=_report(outcome, 10.0 if outcome == Outcome.PASSED else None),
-        )
-        kernels.append(kernel)
+    kernels = [_evaluated_kernel(board, outcome, source=f"kernel {i}") for i, outcome in enumerate(outcomes)]
     sel = board.add_selection(base_id=kernels[0].id, reference_id=None, reason="", at=0)
     hyps = board.add_hypotheses(sel.id, [_hyp(sel.id, kernels[0].id) for _ in kernels[1:]])
     for hyp, kernel in zip(hyps, kernels[1:]):

@@ -4,7 +4,7 @@ import sqlite3
 
 import msgspec
 import pytest
-from _support import ROOT, SCENARIOS
+from _support import ROOT, SCENARIOS, llm_call
 from kernel_scientist.agents import BudgetExhausted
 from kernel_scientist.agents.brain import DesignView, ImplementView, KernelView, Prescreen, ReviewView
 from kernel_scientist.agents.llm import Ledger, Usage, _prompts, _wire, clean, fence, retry_after, truncate
@@ -13,7 +13,6 @@ from kernel_scientist.blackboard import (
     SCHEMA_VERSION,
     Blackboard,
     BlackboardError,
-    LLMCall,
     Outcome,
     ScenarioError,
     load_scenario,
@@ -152,19 +151,11 @@ def test_a_version_1_blackboard_migrates_to_the_current_version(tmp_path):
     with Blackboard(path) as board:
         assert board._conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         call = board.add_llm_call(
-            LLMCall(
-                id=0,
-                at=0.0,
-                agent="critic",
-                seq=1,
-                role="review",
-                turn="ask",
+            llm_call(
                 brain="anthropic",
                 model="m",
-                status="ok",
                 system="s",
                 messages=[{"role": "user", "content": "u"}],
-                prompt_hash="h",
                 input_tokens=10,
                 output_tokens=5,
                 cost_usd=0.5,

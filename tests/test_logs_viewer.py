@@ -1,12 +1,10 @@
 """`logs` as a conversation viewer: filters, JSON lines, --follow and the hypothesis thread."""
 
-import subprocess
-import sys
 import threading
 
 import msgspec
 import pytest
-from _support import ROOT, cli
+from _support import cli, popen
 from _watch_campaign import smoke_campaign  # noqa: F401  (a session fixture)
 from kernel_scientist.blackboard import Blackboard, Message, open_existing
 
@@ -100,24 +98,7 @@ def test_bad_ids_are_one_line_and_exit_2(smoke_campaign, args, says):
 
 def test_follow_prints_what_another_process_writes(smoke_campaign, tmp_path):
     db = smoke_campaign.copy(tmp_path / "f.sqlite")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kernel_scientist",
-            "logs",
-            "--db",
-            str(db),
-            "--follow",
-            "--json",
-            "--grep",
-            "hello from the test",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = popen("logs", "--db", str(db), "--follow", "--json", "--grep", "hello from the test")
     guard = threading.Timer(30, proc.kill)  # a follower that never prints must not hang the suite
     guard.start()
     try:

@@ -3,25 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
-from _support import ROOT
+from _support import ROOT, script
 
 SEED = ROOT / "evaluator" / "tasks" / "amd_fp8_mm" / "submission.py"
 
 
 def _probe(*args, cwd):
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    return subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "probe_host.py"), *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return script("probe_host.py", *args, cwd=cwd, env={"TRITON_INTERPRET": "1"})
 
 
 def test_it_profiles_the_calls_of_a_submission(tmp_path):

@@ -277,21 +277,24 @@ def _folder(tmp_path, name: str, yml_extra: str = "", tests: str = '  - {"size":
 @pytest.mark.parametrize(
     ("extra", "tests", "message"),
     [
-        (
+        pytest.param(
             "",
             '  - {"size": 8, "seed": 1, "dtype": "half"}',
             "has 'dtype', which generate_input(size, seed) does not take",
+            id="unknown-argument",
         ),
-        ("", '  - {"seed": 1}', "lacks 'size', which generate_input(size, seed) needs"),
-        ('ranking_by: "median"\n', '  - {"size": 8, "seed": 1}', "ranking_by"),
-        (
+        pytest.param(
+            "", '  - {"seed": 1}', "lacks 'size', which generate_input(size, seed) needs", id="missing-argument"
+        ),
+        pytest.param('ranking_by: "median"\n', '  - {"size": 8, "seed": 1}', "ranking_by", id="ranking"),
+        pytest.param(
             'kernel_scientist:\n  bytes: "4*size + __import__(1)"\n',
             '  - {"size": 8, "seed": 1}',
             "kernel_scientist.bytes",
+            id="bytes-expression",
         ),
-        ('kernel_scientist:\n  flopz: "1"\n', '  - {"size": 8, "seed": 1}', "flopz"),
+        pytest.param('kernel_scientist:\n  flopz: "1"\n', '  - {"size": 8, "seed": 1}', "flopz", id="metadata-typo"),
     ],
-    ids=["unknown-argument", "missing-argument", "ranking", "bytes-expression", "metadata-typo"],
 )
 def test_a_folder_the_evaluator_cannot_use_is_refused_in_one_line(tmp_path, extra, tests, message):
     folder = _folder(tmp_path, "bad", extra, tests)

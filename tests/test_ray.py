@@ -15,7 +15,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from _support import ROOT, SCENARIOS, cli
+from _support import ROOT, SCENARIOS, cli, script
 from kernel_scientist.blackboard import open_existing
 
 ray_cluster_utils = pytest.importorskip("ray.cluster_utils")
@@ -275,27 +275,21 @@ def test_sweep_on_ray_gives_the_local_sweeps_table(cluster, tmp_path):
 def test_ray_compare_runs_the_same_kernels_on_both_backends(cluster, tmp_path):
     """scripts/ray_compare.py, the GPU session's comparison, in its CPU dry-run mode."""
     out = tmp_path / "compare.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "scripts" / "ray_compare.py"),
-            "--device",
-            "cpu",
-            "--small",
-            "--address",
-            cluster.address,
-            "--kernels",
-            "1",
-            "--max-calls",
-            "3",
-            "--shape-budget",
-            "0.2",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    proc = script(
+        "ray_compare.py",
+        "--device",
+        "cpu",
+        "--small",
+        "--address",
+        cluster.address,
+        "--kernels",
+        "1",
+        "--max-calls",
+        "3",
+        "--shape-budget",
+        "0.2",
+        "--out",
+        str(out),
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = msgspec.json.decode(out.read_bytes())

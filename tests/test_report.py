@@ -8,7 +8,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from _support import cli
+from _support import cli, llm_call
 from _watch_campaign import chromium, smoke_campaign  # noqa: F401  (a session fixture)
 from kernel_scientist.blackboard import Blackboard, open_existing
 
@@ -100,28 +100,9 @@ def _usage_rows(db: Path) -> None:
     rows = [("theorist", 1200, 300, 0.01), ("engineer-1", 5000, 2000, 0.05), ("theorist", 800, 100, 0.005)]
     with Blackboard(db) as board:
         if callable(getattr(board, "add_llm_call", None)):
-            from kernel_scientist.blackboard import LLMCall
-
             for seq, (agent, tin, tout, cost) in enumerate(rows, 1):
-                board.add_llm_call(
-                    LLMCall(
-                        id=0,
-                        at=60.0 * seq,
-                        agent=agent,
-                        seq=seq,
-                        role="design",
-                        turn="ask",
-                        brain="fake",
-                        model="fake-model",
-                        status="ok",
-                        system="",
-                        messages=[],
-                        prompt_hash="h",
-                        input_tokens=tin,
-                        output_tokens=tout,
-                        cost_usd=cost,
-                    )
-                )
+                usage = {"input_tokens": tin, "output_tokens": tout, "cost_usd": cost}
+                board.add_llm_call(llm_call(at=60.0 * seq, agent=agent, seq=seq, role="design", **usage))
             return
     con = sqlite3.connect(db)
     con.execute("CREATE TABLE llm_usage_fixture (id INTEGER PRIMARY KEY, body BLOB NOT NULL)")

@@ -3,23 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
-from _support import ROOT
+from _support import script
 
 
 def _sweep(*args, cwd, interpret: bool = True):
-    env = {**os.environ, "TRITON_INTERPRET": "1" if interpret else "0"}
-    return subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "sweep_h200.py"), *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return script("sweep_h200.py", *args, cwd=cwd, timeout=600, env={"TRITON_INTERPRET": "1" if interpret else "0"})
 
 
 def test_a_dry_run_times_every_kind_of_launch_and_the_submissions(tmp_path):
