@@ -56,16 +56,7 @@ def custom_kernel(data: input_t) -> output_t:
 """
 
 
-def tiled_source(
-    bm: int = 64,
-    bn: int = 64,
-    warps: int = 4,
-    stages: int = 2,
-    group_m: int = 1,
-    prepass: bool = False,
-    scale: bool = True,
-    body_end: str = "return c",
-) -> str:
+def tiled_source(*, bm=64, bn=64, warps=4, stages=2, group_m=1, prepass=False, scale=True, body_end="return c") -> str:
     return (
         _TEMPLATE.replace("PREPASS", "a, b = a.contiguous(), b.contiguous()" if prepass else "pass")
         .replace("SCALE", "* sa[:, None] * sb[None, :]" if scale else "")
