@@ -16,7 +16,7 @@ from pathlib import Path
 import msgspec
 import pytest
 from _support import ROOT, SCENARIOS, cli, script
-from kernel_scientist.blackboard import open_existing
+from kernel_scientist.blackboard import BlackboardError, open_existing
 
 ray_cluster_utils = pytest.importorskip("ray.cluster_utils")
 
@@ -127,9 +127,18 @@ def _harness_node(cluster, timeout: float = 120.0):
 def _wait_for(db: Path, evaluations: int = 0, timeout: float = 180.0) -> None:
     """Until the campaign has started (its blackboard exists) and recorded ``evaluations``."""
     deadline = time.monotonic() + timeout
-    while not (db.exists() and len(_evaluations(db)[0]) >= evaluations):
+    while not (db.exists() and _recorded(db) >= evaluations):
         assert time.monotonic() < deadline, f"{db} did not reach {evaluations} evaluations"
         time.sleep(0.3)
+
+
+def _recorded(db: Path) -> int:
+    """Evaluations on the blackboard; -1 while the campaign is still creating the file (it exists
+    a moment before its schema does)."""
+    try:
+        return len(_evaluations(db)[0])
+    except BlackboardError:
+        return -1
 
 
 def _evaluations(db: Path):
