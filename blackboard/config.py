@@ -140,14 +140,26 @@ class EvaluatorConfig(_Strict, frozen=True):
     noise: Annotated[float, msgspec.Meta(ge=0, le=0.5)] = 0.02  # simulated timing noise (sigma)
     timeout_s: Positive = 60.0  # wall-clock limit for one candidate's sandboxed run
     lease_s: Positive = 3600.0  # campaign seconds a claimed submission stays claimed
-    # local backend: timed calls per ranked shape (at least 3; stop early when the standard error
-    # is under 0.1% of the mean or the shape's budget of wall seconds is spent).
+    # local and ray backends: between min_calls and max_calls timed calls per ranked shape, fewer
+    # than max_calls once the standard error of the device times is under rel_stderr of their mean
+    # or the shape's budget of wall seconds is spent.
+    min_calls: Annotated[int, msgspec.Meta(ge=3, le=1000)] = 3
     max_calls: Annotated[int, msgspec.Meta(ge=3, le=1000)] = 100
+    rel_stderr: Annotated[float, msgspec.Meta(ge=0, le=0.5)] = 0.001
     shape_budget_s: Positive = 5.0
+    # local backend: start each GPU's next harness process while the current one runs, so its
+    # start-up is not on the GPU's critical path (each candidate still gets a fresh process).
+    spare_process: bool = True
     # The rules on what the kernel may call (a torch matmul doing the task's work is rejected,
     # statically and at run time). A campaign's goal is a custom kernel, so on by default;
     # `evaluate` judges as a leaderboard does and leaves them off.
     own_kernel: bool = True
+
+    def __post_init__(self) -> None:
+        if self.min_calls > self.max_calls:
+            raise ValueError(
+                f"evaluator.min_calls ({self.min_calls}) must not exceed evaluator.max_calls ({self.max_calls})"
+            )
 
 
 class Scenario(_Strict, frozen=True):

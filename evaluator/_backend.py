@@ -73,7 +73,9 @@ def make_backend(
     # The harness's settings, the same for the local backend and for every GPU host of a Ray cluster.
     harness: dict[str, Any] = dict(
         timeout_s=cfg.timeout_s,
+        min_calls=cfg.min_calls,
         max_calls=cfg.max_calls,
+        rel_stderr=cfg.rel_stderr,
         shape_budget_s=cfg.shape_budget_s,
         device=cfg.harness_device,
         own_kernel=cfg.own_kernel,
@@ -84,7 +86,7 @@ def make_backend(
         except ClusterError as exc:
             raise BackendUnavailable(f"{where}: {exc}") from None
     try:
-        return LocalBackend(task, **harness)
+        return LocalBackend(task, spare=cfg.spare_process, **harness)
     except RuntimeError as exc:  # no GPU visible: the constructor's reason, then our own advice
         reason = str(exc).split(";")[0]
         raise BackendUnavailable(f"{where}: {reason}; use {instead} on this machine") from None

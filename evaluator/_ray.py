@@ -191,7 +191,7 @@ class RayBackend:
         ``device``, ``own_kernel``), under which every worker's harness runs."""
         # The parent side of the local backend: requests, verdicts and statistics (no GPU needed).
         # Built first, so that a wrong setting is refused before the cluster is joined.
-        self._parent = LocalBackend(task, gpus=["ray"], **harness)
+        self._parent = LocalBackend(task, gpus=["ray"], spare=False, **harness)  # the workers start the processes
         self.gcs = join_cluster(address)
         import ray
 

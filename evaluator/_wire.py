@@ -192,3 +192,7 @@ class GpuResult(msgspec.Struct, frozen=True):
     samples: list[ShapeSamples] = []
     device: str = ""
     versions: dict[str, str] = {}
+    # Wall seconds per phase of the process, so a report can say where an evaluation's time went:
+    # start-up before the request ("preload_s", hidden when the process was started early),
+    # "idle_s" waiting for it, then "setup_s", "tests_s" (compiles, first-call tuning), "timing_s".
+    phases: dict[str, float] = {}

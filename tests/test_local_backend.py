@@ -4,10 +4,13 @@ in its CPU mode (real harness processes under Triton's interpreter)."""
 
 import importlib.util
 import math
+import os
+import signal
 
 import msgspec
 import pytest
 import torch
+import trio
 from _support import ROOT, SCENARIOS, cli
 from evaluator_kernels import BETTER
 from kernel_scientist.blackboard import Outcome, Shape
@@ -195,3 +198,91 @@ async def test_attacks_and_faults_through_the_local_protocol(on_cpu, attack, out
 def test_an_unknown_device_is_refused():
     with pytest.raises(ValueError, match="device must be 'cuda' or 'cpu'"):
         LocalBackend(load_task(TASK), device="tpu")
+
+
+# -- the spare harness process ---------------------------------------------------------------------
+def _harness_children(other: dict[int, str] | None = None) -> dict[int, str]:
+    """This process's harness processes that are alive, by pid, with their working directories
+    (those in ``other``, another backend's, left out)."""
+    found, other = {}, other or {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read()
+            cwd = os.readlink(f"/proc/{entry}/cwd")
+        except OSError:
+            continue
+        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+        if int(ppid) == os.getpid() and state != "Z" and b"evaluator._gpu_harness" in cmd and int(entry) not in other:
+            found[int(entry)] = cwd
+    return found
+
+
+def _dead(pid: int) -> bool:
+    """Exited: a zombie until its parent reaps it (its command line empties before that)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+@pytest.fixture
+def small_task():
+    task = load_task(TASK)
+    return msgspec.structs.replace(task, tests=task.check_shapes[:1], benchmarks=[Shape(64, 64, 128, 7)])
+
+
+async def test_the_next_harness_process_starts_while_the_current_one_runs(small_task):
+    others = _harness_children()  # the module's other backends may hold a spare too
+    with LocalBackend(small_task, device="cpu", timeout_s=30, max_calls=3, shape_budget_s=0.5) as backend:
+        first = await backend.evaluate(small_task.seed_source, submission_id=1, secret_seed=5)
+        waiting = _harness_children(others)
+        second = await backend.evaluate(small_task.seed_source, submission_id=2, secret_seed=5)
+        assert len(waiting) == 1  # the spare, started with the first evaluation, waits for a request
+        assert not set(waiting) & set(_harness_children(others))  # it served the second and is gone
+        left = _harness_children(others)
+    for report in (first, second):
+        assert report.outcome is Outcome.PASSED, report.reason
+        assert "set-up" in report.provenance.notes and "timing" in report.provenance.notes
+    assert "before the request" not in first.provenance.notes  # a cold start: its start-up was waited for
+    assert "before the request" in second.provenance.notes
+    assert len(left) == 1 and not _harness_children(others)  # closing the backend ends the waiting spare
+    assert not any(os.path.exists(cwd) for cwd in left.values())  # and removes its directory
+
+
+async def test_a_spare_that_died_is_replaced_by_a_fresh_process(small_task):
+    others = _harness_children()
+    with LocalBackend(small_task, device="cpu", timeout_s=30, max_calls=3, shape_budget_s=0.5) as backend:
+        await backend.evaluate(small_task.seed_source, submission_id=1, secret_seed=5)
+        (spare,) = _harness_children(others)
+        os.kill(spare, signal.SIGKILL)
+        while not _dead(spare):
+            await trio.sleep(0.05)
+        report = await backend.evaluate(small_task.seed_source, submission_id=2, secret_seed=5)
+    assert report.outcome is Outcome.PASSED, report.reason
+    assert "before the request" not in report.provenance.notes
+
+
+async def test_without_spares_no_process_waits(small_task):
+    others = _harness_children()
+    with LocalBackend(small_task, device="cpu", timeout_s=30, max_calls=3, shape_budget_s=0.5, spare=False) as b:
+        report = await b.evaluate(small_task.seed_source, submission_id=1, secret_seed=5)
+        assert not _harness_children(others)
+    assert report.outcome is Outcome.PASSED, report.reason
+
+
+def test_min_calls_above_max_calls_is_refused_in_one_line(tmp_path):
+    lines = (SCENARIOS / "smoke.toml").read_text().splitlines()
+    at = lines.index("[evaluator]") + 1
+    lines[at:at] = ["min_calls = 50", "max_calls = 20"]
+    scenario = tmp_path / "bad.toml"
+    scenario.write_text("\n".join(lines) + "\n")
+    done = cli("run", str(scenario), "--db", str(tmp_path / "x.sqlite"), "--quiet")
+    assert done.returncode == 2, done.stderr
+    assert "min_calls (50) must not exceed evaluator.max_calls (20)" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "x.sqlite").exists()
