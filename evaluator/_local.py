@@ -329,12 +329,15 @@ class LocalBackend:
 
 
 def phase_note(phases: dict[str, float]) -> str:
-    """Where a harness run's wall time went, for its provenance notes: "set-up 0.3 s, tests 9.8 s,
-    timing 4.1 s; start-up 2.6 s before the request" (the last part only for a process started
-    early, whose start-up the run did not wait for)."""
+    """Where a harness run's wall time went, for its provenance notes: "start-up 2.6 s, set-up
+    0.3 s, tests 9.8 s, timing 4.1 s", or for a process started early, whose start-up the run did
+    not wait for, "set-up 0.3 s, tests 9.8 s, timing 4.1 s; start-up 2.6 s before the request"."""
+    early = phases.get("idle_s", 0.0) > 0.05  # it waited: its start-up was before the request
     names = {"setup_s": "set-up", "tests_s": "tests", "timing_s": "timing"}
+    if not early:
+        names = {"preload_s": "start-up", **names}
     text = ", ".join(f"{label} {phases[key]:.1f} s" for key, label in names.items() if key in phases)
-    if phases.get("idle_s", 0.0) > 0.05 and "preload_s" in phases:
+    if early and "preload_s" in phases:
         text += f"; start-up {phases['preload_s']:.1f} s before the request"
     return text
 
