@@ -17,6 +17,8 @@ same campaign gives the same figure everywhere. Definitions:
 - **Prediction calibration** = over hypotheses with an observed uplift: Spearman's rank correlation
   of the middle of the predicted [min, max] with the observed uplift, the share of observed uplifts
   inside their range, and the median width of the ranges.
+- **Evaluation phases** = per phase of the harness's runs on a real GPU (start-up, set-up, tests,
+  timing), the median wall seconds over the evaluations that recorded it.
 - The window of a finished campaign ends at its close; of a running one, at ``now``.
 """
 
@@ -142,6 +144,21 @@ def best_over_time(evals: list[Evaluation]) -> list[tuple[float, float]]:
     return out
 
 
+def evaluation_phases(evals: list[Evaluation]) -> dict[str, float]:
+    """Median wall seconds per harness phase over the evaluations that recorded it (real GPUs)."""
+    by_phase: dict[str, list[float]] = {}
+    for ev in evals:
+        for name, seconds in ev.report.phases.items():
+            by_phase.setdefault(name, []).append(seconds)
+    return {name: round(_median(values), 2) for name, values in by_phase.items()}
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
 class Calibration(msgspec.Struct, frozen=True):
     """How well the predicted uplift ranges matched what the evaluations then showed."""
 
@@ -181,9 +198,7 @@ def calibration(hypotheses: list[Hypothesis]) -> Calibration:
     judged = [h for h in hypotheses if h.observed_uplift is not None]
     if not judged:
         return Calibration(judged=0, rank_correlation=None, inside=None, median_width=None)
-    widths = sorted(h.max_uplift - h.min_uplift for h in judged)
-    mid = len(widths) // 2
-    median = widths[mid] if len(widths) % 2 else (widths[mid - 1] + widths[mid]) / 2
+    median = _median([h.max_uplift - h.min_uplift for h in judged])
     observed = [h.observed_uplift for h in judged if h.observed_uplift is not None]  # all of them
     return Calibration(
         judged=len(judged),

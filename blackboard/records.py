@@ -229,6 +229,10 @@ class EvalReport(msgspec.Struct, frozen=True):
     shapes: list[ShapeResult] = []
     checked_shapes: list[Shape] = []  # shapes the correctness check ran on
     duration_s: float = 0.0
+    # Wall seconds per phase of a real GPU's harness run: "preload_s" (start-up), "idle_s" (waiting
+    # for the request: a process started early), "setup_s", "tests_s" (compiles and first-call
+    # tuning land here), "timing_s". Empty for simulated evaluations and older files.
+    phases: dict[str, float] = {}
 
     def passed(self) -> bool:
         """The candidate passed every check, timed or not (``passed_score`` says whether it was)."""

@@ -223,7 +223,7 @@ class LocalBackend:
         notes = "; ".join(x for x in (phase_note(result.phases), notes) if x)
         report = self._reporter(submission_id, secret_seed, run.wall_s, where, backend, notes)
         if result.status != "ok":
-            return report(OUTCOME_OF[result.status], result.reason, versions=result.versions)
+            return report(OUTCOME_OF[result.status], result.reason, versions=result.versions, phases=result.phases)
         return self._timed(result, submission_id, secret_seed, run.wall_s, where=where, backend=backend, notes=notes)
 
     def _timed(
@@ -273,6 +273,7 @@ class LocalBackend:
             score=score,
             shapes=shapes,
             versions=result.versions,
+            phases=result.phases,
         )
 
     def _reporter(
@@ -301,6 +302,7 @@ class LocalBackend:
         where: Where | None = None,
         backend: str = "local",
         notes: str = "",
+        phases: dict[str, float] | None = None,
     ) -> EvalReport:
         where = where or Where(device=self.device_name, driver=self.driver, sm_clock="")
         prov = Provenance(
@@ -325,6 +327,7 @@ class LocalBackend:
             shapes=list(shapes),
             checked_shapes=list(self.task.tests),
             duration_s=0.0,
+            phases=dict(phases or {}),
         )
 
 

@@ -36,6 +36,8 @@ class Status(msgspec.Struct, frozen=True):
     # Evaluations one GPU finishes per hour of its own time: 3600 / the mean evaluation's duration
     # (start to verdict, campaign clock: modeled on simulated backends, wall time on real ones).
     evaluations_per_gpu_hour: float | None = None
+    # Median wall seconds per phase of an evaluation on a real GPU (blackboard.metrics); {} otherwise.
+    evaluation_phases: dict[str, float] = {}
     # "simulated on AMD Instinct MI300X" / "measured on NVIDIA H200": from the evaluations' provenance.
     label: str = ""
     kind: str = ""  # "simulated" | "measured" | "" (no evaluation yet)
@@ -103,12 +105,25 @@ def status(board: Blackboard, top: int = 10) -> Status:
         virtual_hours=round(board.clock() / 3600, 3) if campaign.virtual_time else 0.0,
         leaderboard=entries[:top],
         evaluations_per_gpu_hour=_per_gpu_hour(evals),
+        evaluation_phases=metrics.evaluation_phases(evals),
     )
 
 
 def _per_gpu_hour(evals: list[Evaluation]) -> float | None:
     busy = sum(max(0.0, e.finished_at - e.started_at) for e in evals)
     return round(3600 * len(evals) / busy, 1) if evals and busy > 0 else None
+
+
+def _phase_line(phases: dict[str, float]) -> list[str]:
+    """Where an evaluation's wall time goes on the GPU (medians), or nothing when not measured."""
+    names = {"tests_s": "tests (compiles, first-call tuning)", "timing_s": "timing", "setup_s": "set-up"}
+    parts = [f"{label} {phases[key]:.1f} s" for key, label in names.items() if key in phases]
+    if not parts:
+        return []
+    started = phases.get("preload_s")
+    start = f"; start-up {started:.1f} s" if started is not None else ""
+    early = " (before the request: a spare process)" if phases.get("idle_s", 0.0) > 0.05 else ""
+    return ["median evaluation: " + ", ".join(parts) + start + early]
 
 
 def _x(v: float | None) -> str:
@@ -135,6 +150,7 @@ def render(board: Blackboard, top: int = 10, width: int | None = None) -> str:
         + f"), {st.rejected} kernels sent back by the critic",
         f"evaluator utilisation {st.utilisation:.0%}, rate limit used {st.rate_used:.0%} "
         "(against the limits in force at each moment)",
+        *_phase_line(st.evaluation_phases),
         metrics.calibration_text(st.predictions),
         f"seed kernel {_fmt(st.seed_score_us)}, PyTorch reference {_fmt(st.reference_score_us)} "
         f"(geometric mean over the ranked shapes, {label})",

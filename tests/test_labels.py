@@ -39,7 +39,10 @@ def _measured_campaign(db: Path) -> None:
         seeds=[1, 1],
     )
     shapes = [ShapeResult(shape=s, passed=True, time_us=100.0 + i, sol_us=10.0) for i, s in enumerate(TASK.benchmarks)]
-    report = EvalReport(outcome=Outcome.PASSED, reason="passed", provenance=prov, score_us=108.0, shapes=shapes)
+    phases = {"preload_s": 3.2, "idle_s": 9.0, "setup_s": 0.1, "tests_s": 18.5, "timing_s": 1.6}
+    report = EvalReport(
+        outcome=Outcome.PASSED, reason="passed", provenance=prov, score_us=108.0, shapes=shapes, phases=phases
+    )
     reference = EvalReport(
         outcome=Outcome.PASSED,
         reason="the task's reference",
@@ -98,6 +101,10 @@ async def test_a_measured_evaluation_is_labelled_measured_everywhere(tmp_path):
     status = cli("status", "--db", str(db))
     assert status.returncode == 0, status.stderr
     assert "measured on NVIDIA H200" in status.stdout
+    assert (
+        "median evaluation: tests (compiles, first-call tuning) 18.5 s, timing 1.6 s, set-up 0.1 s; "
+        "start-up 3.2 s (before the request: a spare process)" in status.stdout
+    )
     _clean(status.stdout, "status")
 
     watch = cli("watch", "--db", str(db), "--once", "--width", "160")

@@ -251,6 +251,8 @@ async def test_the_next_harness_process_starts_while_the_current_one_runs(small_
         assert "set-up" in report.provenance.notes and "timing" in report.provenance.notes
     assert "before the request" not in first.provenance.notes  # a cold start: its start-up was waited for
     assert "before the request" in second.provenance.notes
+    assert set(second.phases) == {"preload_s", "idle_s", "setup_s", "tests_s", "timing_s"}
+    assert second.phases["idle_s"] > 0 and first.phases["idle_s"] < second.phases["idle_s"]
     assert len(left) == 1 and not _harness_children(others)  # closing the backend ends the waiting spare
     assert not any(os.path.exists(cwd) for cwd in left.values())  # and removes its directory
 
