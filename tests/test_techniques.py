@@ -86,6 +86,9 @@ def test_the_catalogue_per_vendor():
     hopper_only = {"fp16_prepass", "tma_descriptors", "warp_specialize"}
     assert hopper_only <= set(nvidia) and not hopper_only & set(amd)
     assert nvidia["persistent"].variants(SEED)[0].params == {"NUM_SMS": 132}
+    tuner = {t.name: t for t in knowledge.catalogue("amd")}["in_submission_tuning"]
+    assert "do_not_specialize" not in tuner.apply(SEED, {"space": "tiles3"})  # the MI300X form is unchanged
+    assert "do_not_specialize" in nvidia["in_submission_tuning"].apply(SEED, {"space": "tiles3"})
     # No measured per-shape table anywhere in the catalogue's source.
     for path in (Path(knowledge.__file__).parent / "techniques").glob("*.py"):
         assert "(1024, 1536, 7168)" not in path.read_text() and "measured_point" not in path.read_text()
@@ -116,6 +119,8 @@ def test_the_hopper_pipeline_runs_in_the_interpreter(tmp_path):
     with pytest.raises(NotApplicable, match="layout is fixed"):
         nvidia["layout_prepass"].apply(source, {"operands": "ab"})
     assert "tl.make_tensor_descriptor" in source and "warp_specialize=True" in source
+    # The tuner's settings compile once each, whatever the divisibility of the scales' K-block strides.
+    assert "@triton.jit(do_not_specialize=['stride_ask', 'stride_bsk'])\ndef fp8_gemm_kernel(" in source
     _checks(source, tmp_path, "hopper", shapes=SHAPES + [(128, 320, 384)])
     module = load_submission(source, tmp_path, "hopper2")
     for _ in range(2):  # the second call of a shape takes the cached settings and launch path
