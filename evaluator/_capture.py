@@ -40,6 +40,9 @@ _LAUNCH_OPTIONS = {
 _AMD_KNOBS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack")
 _features_cache: dict[tuple, dict[str, Any]] = {}
 _parsed_cache: dict[int, ast.Module | None] = {}
+# Keyed by the function itself (which the entry keeps alive), per process: a call is captured up to
+# 23 times per evaluation, and inspect.signature was a fifth of launch capture's time.
+_signature_cache: dict[Callable, inspect.Signature] = {}
 
 
 class _Unknown(Exception):
@@ -214,7 +217,9 @@ def _tensor_arg(name: str, t) -> TensorArg:
 
 def _record_launch(kernel, args: tuple, grid, kwargs: dict) -> Launch:
     pyfn = getattr(kernel, "fn", kernel)
-    sig = inspect.signature(pyfn)
+    sig = _signature_cache.get(pyfn)
+    if sig is None:
+        sig = _signature_cache[pyfn] = inspect.signature(pyfn)
     call_kwargs = {k: v for k, v in kwargs.items() if k not in _LAUNCH_OPTIONS and k in sig.parameters}
     bound = sig.bind_partial(*args, **call_kwargs)
     bound.apply_defaults()
@@ -232,9 +237,10 @@ def _record_launch(kernel, args: tuple, grid, kwargs: dict) -> Launch:
     g = tuple(int(x) for x in (g if isinstance(g, (tuple, list)) else (g,)))
     key = (id(pyfn), tuple(sorted(constexprs.items())))
     if key not in _features_cache:
+        src = _source_of(kernel)
         if id(pyfn) not in _parsed_cache:
-            _parsed_cache[id(pyfn)] = _parse(_source_of(kernel))
-        _features_cache[key] = kernel_features(_source_of(kernel), constexprs, _parsed_cache[id(pyfn)])
+            _parsed_cache[id(pyfn)] = _parse(src)
+        _features_cache[key] = kernel_features(src, constexprs, _parsed_cache[id(pyfn)])
     return Launch(
         kernel=getattr(pyfn, "__name__", "kernel"),
         grid=list(g + (1,) * (3 - len(g))),

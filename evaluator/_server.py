@@ -74,9 +74,13 @@ def serve() -> None:
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(2, 1)  # a stray print in the server must not corrupt the frame channel
+    from kernel_scientist.evaluator import _interpreter
     from kernel_scientist.evaluator._child import RESULT_FILE, child_main, preload
 
     preload()
+    _interpreter.skip_unchecked_overflow()  # work the interpreter repeats or drops, removed before any fork
+    _interpreter.remember_lang_patches()
+    _interpreter.rewrite_library_helpers()
     root = tempfile.mkdtemp(prefix="ks-sandbox-", dir=os.getcwd())  # inside the parent's dir: it removes both
     write_frame(frame_out, Ready(pid=os.getpid()))
     try:
