@@ -9,6 +9,12 @@ leaderboard service would take) to its clock.
 
 Judging happens here, in the campaign process: the child sends back raw output bytes, and this
 process regenerates the inputs, runs the reference and applies the task's check.
+
+The sandbox runs go through a pool of two fork servers (``_pool``): when a kernel's pre-screen
+starts, its evaluation's request (its source and the secret seed of the evaluations so far) is
+expected, and the second server runs it on the other core while the campaign goes on; the
+evaluation then takes that outcome. Each run is still a fresh process on the same request, so the
+reports are the ones a run on demand gives.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from kernel_scientist.evaluator._model import (
     capture_time_us,
     is_vector_gemm,
 )
+from kernel_scientist.evaluator._pool import SandboxPool
 from kernel_scientist.evaluator._rules import rule_verdict
 from kernel_scientist.evaluator._rundir import generate_input, import_reference
 from kernel_scientist.evaluator._sandbox import ForkServer, JobOutcome, last_output
@@ -103,25 +110,28 @@ class SimulatedBackend:
         self.output_limit = output_limit
         self.mem_limit_mb = mem_limit_mb
         self.own_kernel = own_kernel
-        self._server = ForkServer()
+        self._server = ForkServer()  # runs what is needed now; a second one runs ahead (module note)
+        self._pool = SandboxPool([self._server, ForkServer()])
+        self._secret_seed: int | None = None  # the evaluations' so far: what an expected one will use
         self._reference: types.ModuleType | None = None
         self._versions = _versions()
 
     # -- lifetime --------------------------------------------------------------------------------
     def __enter__(self) -> SimulatedBackend:
-        self._server.start()
+        self._pool.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
 
     def close(self) -> None:
-        self._server.close()
+        self._pool.close()
 
     # -- the interface ---------------------------------------------------------------------------
     async def evaluate(self, source: str, *, submission_id: int = 0, secret_seed: int = 0) -> EvalReport:
         """Check on the task's check shapes, then time the ranked shapes with the model.
         Blocking on purpose (module docstring)."""
+        self._secret_seed = secret_seed
         return self._run("evaluate", source, submission_id, secret_seed)
 
     async def prescreen(self, source: str) -> EvalReport:
@@ -202,7 +212,9 @@ class SimulatedBackend:
             return self._report(mode, Outcome.REJECTED_BY_RULE, rejected, prov, [], 0.0)
         request = self._request(mode, source, secret_seed)
         checks = request.check
-        job = self._server.run(request, self.timeout_s, self.output_limit)
+        if mode == "prescreen" and self._secret_seed is not None:  # a pre-screened kernel is usually evaluated
+            self._pool.expect(self._request("evaluate", source, self._secret_seed), self.timeout_s, self.output_limit)
+        job = self._pool.run(request, self.timeout_s, self.output_limit)
         failed = self._failure(job)
         if failed is not None:
             outcome, reason = failed
