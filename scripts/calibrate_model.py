@@ -19,16 +19,17 @@ for whole submissions (the seed, the reference, campaigns' best) under do_bench 
 leaderboard protocol, which includes the host path per call.
 
     python scripts/calibrate_model.py [--data docs/h200/calib-sweep.json ...] [--fit] [--write]
-        [--split config|shape|none] [--json out.json]
+        [--split config|shape|none] [--json out.json] [--model evaluator/_model.py]
 
 ``--fit`` runs a Nelder-Mead search over the fitted constants (log space, restarted twice from its
-best point) minimising the squared log error on the fit half, within shapes and per shape's bias; ``--write`` puts the result into evaluator/_model.py's ``HOPPER`` with
-its provenance line. Without ``--fit`` the model's current constants are evaluated.
+best point) minimising the squared log error on the fit half, within shapes and per shape's bias; ``--write`` puts the result into evaluator/_model.py's ``HOPPER`` and
+its ``FIT_PROVENANCE`` (``--model`` names another copy of the module). Without ``--fit`` the model's current constants are evaluated.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import json
 import math
@@ -357,16 +358,49 @@ def _campaign_source(label: str) -> str | None:
     return row[0] if row else None
 
 
-def _write_params(params: Params, provenance: str) -> None:
-    path = ROOT / "evaluator" / "_model.py"
-    text = path.read_text()
-    fields = ", ".join(
-        f"{f}={getattr(params, f)!r}" if f not in FITTED else f"{f}={getattr(params, f):.4g}"
+def _write_params(params: Params, provenance: str, path: Path | None = None) -> None:
+    """Rewrite the ``HOPPER = Params(...)`` and ``FIT_PROVENANCE = ...`` statements of the model
+    module (``path``, by default evaluator/_model.py) with these values, in the layout ruff
+    format leaves alone: one field per line, the provenance as one string or, past the line
+    length, as parenthesised pieces. The statements are found by parsing the module (their
+    lines, however many), so a multi-line provenance is replaced whole."""
+    path = path or ROOT / "evaluator" / "_model.py"
+    lines = path.read_text().splitlines(keepends=True)
+    spans = {}
+    for node in ast.parse("".join(lines)).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            if node.targets[0].id in ("HOPPER", "FIT_PROVENANCE"):
+                spans[node.targets[0].id] = (node.lineno - 1, node.end_lineno or node.lineno)
+    if set(spans) != {"HOPPER", "FIT_PROVENANCE"}:
+        raise SystemExit(f"calibrate_model: {path} has no HOPPER and FIT_PROVENANCE assignments to rewrite")
+    fields = [
+        f"    {f}={getattr(params, f):.4g},\n" if f in FITTED else f"    {f}={getattr(params, f)!r},\n"
         for f in params.__struct_fields__
-    )
-    text = re.sub(r"HOPPER = Params\((.|\n)*?\)\n", f"HOPPER = Params({fields})\n", text, count=1)
-    text = re.sub(r"FIT_PROVENANCE = .*\n", f"FIT_PROVENANCE = {provenance!r}\n", text, count=1)
-    path.write_text(text)
+    ]
+    text = {
+        "HOPPER": ["HOPPER = Params(\n", *fields, ")\n"],
+        "FIT_PROVENANCE": _string_statement("FIT_PROVENANCE", provenance),
+    }
+    for name in sorted(spans, key=lambda k: -spans[k][0]):  # the later statement first: line numbers stay valid
+        start, end = spans[name]
+        lines[start:end] = text[name]
+    path.write_text("".join(lines))
+
+
+def _string_statement(name: str, value: str, width: int = 120) -> list[str]:
+    """``NAME = "value"`` on one line if it fits, else the value in parenthesised pieces of at
+    most ``width`` characters, split at spaces."""
+    one = f"{name} = {json.dumps(value)}\n"
+    if len(one) <= width + 1:
+        return [one]
+    pieces, piece = [], ""
+    for word in value.split(" "):
+        if piece and len(json.dumps(piece + word + " ")) + 4 > width:
+            pieces.append(piece)
+            piece = ""
+        piece += word + " "
+    pieces.append(piece[:-1])
+    return [f"{name} = (\n", *(f"    {json.dumps(p)}\n" for p in pieces), ")\n"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -377,6 +411,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fit", action="store_true")
     p.add_argument("--iters", type=int, default=150)
     p.add_argument("--write", action="store_true")
+    p.add_argument(
+        "--model",
+        type=Path,
+        default=ROOT / "evaluator" / "_model.py",
+        help="the module whose HOPPER and FIT_PROVENANCE --write rewrites (default: the package's own)",
+    )
     p.add_argument("--no-submissions", action="store_true")
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
@@ -407,7 +447,8 @@ def main(argv: list[str] | None = None) -> int:
             _write_params(
                 params,
                 f"fitted on the {args.split}-split fit half of {sources} "
-                f"({len(fit_rows)} rows; held out {len(test_rows)}) by scripts/calibrate_model.py",
+                f"({len(fit_rows)} rows; held out {len(test_rows)}) by scripts/calibrate_model.py for {MODEL_VERSION}",
+                args.model,
             )
     report = {
         "model": MODEL_VERSION,
