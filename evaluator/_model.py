@@ -5,39 +5,44 @@ protocol's host overhead per call.
 What it is for: ranking candidate kernels plausibly when no GPU is at hand, and putting the
 simulated score where the real device would. It turns each captured launch (``_wire.Launch``)
 into a GPU time, and a whole call (launches and torch ops in order) into the time the
-leaderboard's host clock sees. Version ``ks-analytic-gemm/0.2``; every simulated evaluation
+leaderboard's host clock sees. Version ``ks-analytic-gemm/0.3``; every simulated evaluation
 records it in its provenance.
 
 The structure is first principles; only the constants in ``Params`` are fitted, by
 scripts/calibrate_model.py, to H200 sweeps (docs/h200/; provenance beside ``HOPPER``, fidelity on
 held-out data in docs/model.md). Per GEMM launch (``tl.dot`` with BLOCK_M/N/K constexprs):
 
-1. Registers (rule a). A Hopper wgmma reads both operands from shared memory (A may come from
-   registers, for 16-bit A only), so operand tiles cost no registers there; the fp32 accumulator
-   does: BM*BN/threads registers per tile. ``acc += tl.dot(a, b) * sa * sb`` (the task's form,
-   recognised by scale tensors among the arguments) keeps two fp32 tiles alive (the accumulator
-   and the dot's result); Hopper's precise fp8 promotion (``max_num_imprecise_acc=0``) on a wgmma
-   keeps a third (the zeroed partial each instruction accumulates into). On MI300X MFMA reads its
-   operands from registers, so those count too (512 VGPRs with AGPRs). Past the register limit the
-   kernel spills to local memory: while the spilled bytes of the resident blocks fit in what L1
-   leaves beside shared memory a spill costs ``spill_l1`` per spilled fraction, beyond that the
-   traffic goes to L2 and costs ``spill_l2``: several times, not 2x.
-2. One K step of one block is a chain: wait for the tiles, the matrix instructions, then the fp32
-   vector work that depends on their result (scaling and adding; Hopper's precise promotion adds
-   one fp32 add per element for every K-32 wgmma (rule b: it grows with K); an upcast converts
-   every operand element), plus a fixed issue/synchronisation latency per step. Blocks resident on
-   the same SM overlap their chains: a round of steps takes max(B * matrix, B * vector, B * smem,
-   chain) for B resident blocks.
-3. Matrix time: flops over the SM's dtype peak times ``mma_eff``, or the shared-memory reads the
-   instructions make (A and B tiles per warpgroup) over its 128 B/clock, whichever is longer.
-4. Layout (rule c). Hopper fp8 wgmma needs K-major operands in shared memory; an operand that is
-   not K-contiguous is transposed on its way there: one more pass of its bytes through shared
-   memory, times ``transpose``. 16-bit wgmma takes either layout (no cost). MI300X has no
-   transposing path for fp8 LDS reads (byte reads): ``transpose`` of its own.
+1. Instructions (rules b, c). Hopper's wgmma takes 16-bit operands in either layout, fp8 only
+   K-major and only with reduced-precision accumulation: Triton refuses MMA v3 for an fp8 dot
+   with an fp32 result and ``max_num_imprecise_acc`` below 32, so the precise form (the task's)
+   and a column-major fp8 operand run mma.sync from registers (``mma_sync_eff`` of the rate),
+   in Triton's ``warpsPerTileV2`` grid of warps. MI300X's MFMA always reads registers.
+2. Registers (rule a). wgmma reads shared memory, so operand tiles cost no registers there; the
+   fp32 accumulator does: BM*BN/threads per tile, and ``acc += tl.dot(a, b) * sa * sb`` (the
+   task's form, recognised by scale tensors among the arguments) keeps two alive (the accumulator
+   and the dot's result). Operand fragments count where they are staged in registers: not for
+   K-contiguous mma.sync operands (``ldmatrix`` delivers them just in time), per warp for
+   column-major fp8 ones and MFMA (two K slices), and Hopper's upcast passes both fp8 tiles and
+   the converted A through registers. Past the register limit ptxas spills the values with the
+   fewest uses first (``spill_scalar``, a slowdown), then fp32 tile registers, which every K step
+   reads and writes, once per wgmma chain but once per instruction on mma.sync (``spill_tile``:
+   an order of magnitude).
+3. One K step of one block is a chain: wait for the tiles, the matrix instructions (on register
+   paths after the warp's own fragment loads from shared memory), then the fp32 vector work that
+   depends on their result (scaling and adding; an upcast converts every operand element), plus
+   a fixed issue/synchronisation latency per step. Blocks resident on the same SM overlap their
+   chains: a round of steps takes max(B * matrix, B * vector, B * smem, chain) for B resident
+   blocks. Matrix time: flops over the SM's share of the dtype's peak times ``mma_eff``, wgmma
+   paying a fixed cost per instruction (more for narrow ones); shared memory: the operand reads
+   of each warpgroup (wgmma) or each warp (register paths) over 128 B/clock.
+4. Layout (rule c). A column-major fp8 operand is read from shared memory byte-wise (no
+   transposing ``ldmatrix`` for 8 bits on Hopper, byte reads on MI300X): ``transpose`` more passes
+   of its bytes. 16-bit wgmma takes either layout (no cost).
 5. Pipelining (rule e). With 2 or more stages the tile loads of later steps overlap the chain; a
-   block starts with stages - 1 loads in flight, which a short K loop pays and never amortises:
-   ``fill`` per stage beyond the first, capped by the loop's steps, plus the loads' shared memory
-   cuts occupancy (and beyond the device limit the launch does not compile).
+   block has stages - 1 loads in flight, which hide a load's latency (``load_latency_us``) only
+   when that many steps take as long (Little's law), and a short K loop pays the fill and never
+   amortises it: ``fill`` per stage beyond the first, capped by the loop's steps. The loads'
+   shared memory cuts occupancy (and beyond the device limit the launch does not compile).
 6. Memory: L2 traffic of the tile loads against L2 bandwidth, traffic below L2 from the launch
    order (grouped, row-major, XCD round-robin on MI300X) against HBM (and the Infinity Cache).
 7. Waves: units (tiles x split-K) over SMs x resident blocks; the last partial wave runs with
@@ -68,7 +73,7 @@ from kernel_scientist.blackboard.records import Shape
 from kernel_scientist.evaluator._devices import DeviceSpec
 from kernel_scientist.evaluator._wire import Capture, Launch, TensorArg, TorchOp
 
-MODEL_VERSION = "ks-analytic-gemm/0.2"
+MODEL_VERSION = "ks-analytic-gemm/0.3"
 
 
 class Params(msgspec.Struct, frozen=True):
@@ -81,11 +86,11 @@ class Params(msgspec.Struct, frozen=True):
     convert_ops: float  # vector ops per operand element converted (fp8 -> 16 bit)
     transpose: float  # shared-memory passes per non-K-contiguous fp8 operand byte
     mma_sync_eff: float  # rate of the register-operand path (mma.sync) relative to wgmma, Hopper
-    promote_us: float  # precise fp8 on wgmma: the wait before each K-32 result's fp32 add
     bf16_convert: float  # fp8 -> bf16 costs this many times fp8 -> fp16 (no direct instruction)
     wgmma_n_half: float  # wgmma width (N) at which its fixed per-instruction cost doubles its time
-    spill_l1: float  # slowdown per spilled fraction while spills stay in L1
-    spill_l2: float  # slowdown per spilled fraction once they spill to L2
+    spill_scalar: float  # slowdown per spilled fraction of the limit, values other than the fp32 tiles
+    spill_tile: float  # slowdown per spilled fraction of fp32 tile registers, per pass over them
+    load_latency_us: float  # a tile load's latency, hidden by the steps that run while it is in flight
     fill_us: float  # pipeline fill per stage beyond the first, per tile (capped by the K steps)
     tile_us: float  # per-tile prologue and epilogue (address setup, store latency)
     l2_eff: float  # achievable fraction of L2 bandwidth
@@ -105,21 +110,21 @@ class Params(msgspec.Struct, frozen=True):
 # (docs/h200/calib-sweep.json "host", median of 200 calls: an empty call 5.3 us, a torch zero_
 # 12.4 us, an empty Triton launch 19.6 us).
 HOPPER = Params(
-    mma_eff=0.2874,
-    step_latency_us=0.113,
-    vector_ops_scale=1.739,
-    convert_ops=2.224,
-    transpose=16.97,
-    mma_sync_eff=0.4191,
-    promote_us=0.0005189,
-    bf16_convert=3.152,
-    wgmma_n_half=41.42,
-    spill_l1=1.444,
-    spill_l2=8.833,
-    fill_us=0.02909,
-    tile_us=1.012,
-    l2_eff=0.7983,
-    atomic_eff=0.1266,
+    mma_eff=0.3936,
+    step_latency_us=0.03058,
+    vector_ops_scale=0.1741,
+    convert_ops=2.699,
+    transpose=5.908,
+    mma_sync_eff=0.4026,
+    bf16_convert=3.308,
+    wgmma_n_half=56.25,
+    spill_scalar=1.408,
+    spill_tile=5.424,
+    load_latency_us=1.656,
+    fill_us=0.1344,
+    tile_us=0.8933,
+    l2_eff=0.9816,
+    atomic_eff=0.1506,
     hbm_eff=0.85,
     launch_us=2.5,
     blas_eff=0.7,
@@ -128,14 +133,16 @@ HOPPER = Params(
     host_torch_us=7.1,
 )
 FIT_PROVENANCE = (
-    "fitted on the config-split fit half of calib-sweep.json (1080 rows; held out 1224) by scripts/calibrate_model.py"
+    "fitted on the config-split fit half of calib-sweep.json (1080 rows; held out 1224) by scripts/calibrate_model.py "
+    "for ks-analytic-gemm/0.3"
 )
 
 # MI300X: the same structure with its published figures (docs/task-facts.md: 304 CUs, 2615 TFLOP/s
 # fp8, 5.3 TB/s, 64 KB LDS, 512 VGPRs). Constants that describe Triton's code generation keep
-# Hopper's fitted values; what the ISA changes is set from it: MFMA reads registers (no operand
-# stream from LDS per instruction, fp32 accumulation native, so no promotion), and a column-major
-# fp8 operand is read from LDS one byte per lane per instruction instead of 16 (``transpose`` 16).
+# Hopper's fitted values; what the ISA changes is set from it: MFMA reads registers (each wave
+# loads its own fragments from LDS, as mma.sync does; fp32 accumulation native), and a
+# column-major fp8 operand is read from LDS one byte per lane per instruction instead of 16
+# (``transpose`` 16).
 # ``mma_eff`` 0.2 is a judgement, not a fit: it puts the main job's best plain Triton kernel
 # above the challenge's best hand-tuned entries (about 120 us geomean, HIP and assembly) and the
 # PyTorch reference several times slower than those, as the public results have it. The host
@@ -147,7 +154,6 @@ PARAMS = {"h200": HOPPER, "h100": HOPPER, "mi300x": CDNA3}
 _REQUEST_BYTES = 64  # L2 request granularity
 _SMEM_BYTES_PER_CLK = 128  # per SM / CU
 _CLOCK_GHZ = {"h200": 1.98, "h100": 1.98, "mi300x": 2.1}
-_L1_KB = {"h200": 256, "h100": 256, "mi300x": 32}  # L1 + shared memory per SM (Hopper shares them)
 
 # The model's fixed factors: stated estimates of the hardware and of Triton's code, not fitted
 # (the fitted constants are in ``Params``).
@@ -156,7 +162,7 @@ _REG_BYTES = 4  # one register per lane holds 4 bytes
 _REGS_PER_KB = 256  # 4-byte registers in a KB of register file
 _WARPGROUP_WARPS = 4  # a Hopper warpgroup: the warps one wgmma spans
 _WGMMA_M = 64  # rows of one wgmma: a warpgroup takes M in steps of at least this
-_WGMMA_K = 32  # K depth of one fp8 wgmma: the precise promotion runs once per this many K
+_MMA_K_BYTES = 32  # K depth of one mma.sync/MFMA instruction in operand bytes (fp8 k32, 16-bit k16)
 _SCALE_BLOCK = 128  # the task's block scales: one fp32 per 128 of K (and per 128 of N for b)
 # Operands whose bytes fit in this share of one L2 domain stay there after the first touch.
 _L2_FIT_SHARE = 0.5
@@ -333,15 +339,18 @@ class _Path(msgspec.Struct, frozen=True):
     rate: float  # TFLOP/s of the dtype the dot multiplies in
     op_bytes: int  # bytes per operand element at the dot
     path: str  # "wgmma" | "mma.sync" | "mfma"
-    precise: bool  # fp8 on wgmma with fp32 promotion after every instruction
+    precise: bool  # Hopper fp8 with max_num_imprecise_acc=0: mma.sync, fp32 accumulation inside (rule b)
     upcast16: bool  # fp8 operands converted to 16 bits before the dot
     upcast32: bool  # operands in (or converted to) fp32
 
 
 def _instruction_path(launch: Launch, dev: DeviceSpec, tiling: _Tiling, notes: list[str]) -> _Path:
-    """The dot's dtype and rate, and the instruction path (rule c): Hopper's wgmma takes 16-bit
-    operands in either layout but fp8 only K-major; an fp8 operand that is not K-contiguous goes
-    through registers to mma.sync. MI300X's MFMA always reads registers."""
+    """The dot's dtype and rate, and the instruction path (rules b, c). Hopper's wgmma takes 16-bit
+    operands in either layout; it takes fp8 only K-major and only with reduced-precision
+    accumulation: Triton's ``supportMMA`` refuses MMA v3 for an fp8 dot with an fp32 result and
+    ``max_num_imprecise_acc`` below 32 ("cannot accumulate in F32 within the MMA op"), so the
+    precise form and a column-major fp8 operand run mma.sync from registers. MI300X's MFMA always
+    reads registers."""
     elem = tiling.elem
     hopper = not dev.fp8_full_precision_acc
     upcast16 = launch.upcast_bf16 and elem == 1
@@ -354,25 +363,62 @@ def _instruction_path(launch: Launch, dev: DeviceSpec, tiling: _Tiling, notes: l
         rate, op_bytes = dev.fp8_tflops, 1
         if hopper and not launch.precise_acc:
             notes.append("fast fp8 accumulation: fails the task's tolerance on this device")
+    precise = hopper and op_bytes == 1 and launch.precise_acc
     if not hopper:
         path = "mfma"
-    elif op_bytes > 1 or (tiling.a_kc and tiling.b_kc):
+    elif op_bytes > 1 or (tiling.a_kc and tiling.b_kc and not precise):
         path = "wgmma"
     else:
         path = "mma.sync"
-        notes.append("fp8 operand not K-contiguous: mma.sync from registers")
-    precise = hopper and rate == dev.fp8_tflops and launch.precise_acc
+        notes.append(
+            "precise fp8: mma.sync from registers (no MMA v3 with fp32 accumulation inside)"
+            if precise
+            else "fp8 operand not K-contiguous: mma.sync from registers"
+        )
     return _Path(hopper, rate, op_bytes, path, precise, upcast16, upcast32)
+
+
+def _warp_grid(bm: int, bn: int, warps: int) -> tuple[int, int]:
+    """Warps along M and N for an instruction that reads its operands from registers (mma.sync,
+    MFMA): Triton's ``warpsPerTileV2`` halves the larger of the 16-row and 8-column repetition
+    counts with each doubling of warps, balancing them to keep the operand fragments small."""
+    wm, wn = 1, 1
+    rm, rn = max(1, bm // 16), max(1, bn // 8)
+    while wm * wn < warps:
+        if rm >= rn:
+            wm *= 2
+            rm = max(1, rm // 2)
+        else:
+            wn *= 2
+            rn = max(1, rn // 2)
+    return wm, wn
 
 
 def _registers(tiling: _Tiling, ins: _Path, threads: int) -> float:
     """Rule (a): registers per lane. Live fp32 tiles (the accumulator; the scaled form's dot
-    result; the precise promotion's zeroed partial), and operands only where the instructions
-    read registers."""
-    tiles = 1 + (1 if tiling.scaled else 0) + (1 if ins.precise else 0)
+    result), and operand fragments where they must be staged in registers:
+
+    - mma.sync with K-contiguous operands: none to speak of; ``ldmatrix`` delivers each fragment
+      (4 consecutive K bytes per register) straight from shared memory just before its instruction.
+    - mma.sync with a column-major fp8 operand, and MFMA: each warp gathers the A rows and B
+      columns of its part of the tile (there is no transposing ``ldmatrix`` for bytes), two
+      instruction K depths at a time (Triton's prefetch pass loads the next 256-bit K slice while
+      the current one runs), so a grid of many narrow warps holds more than the tile
+      (``_warp_grid``).
+    - Hopper's 16-bit upcast: both fp8 tiles pass through registers to be converted (B goes back
+      to shared memory) and the converted A stays there as wgmma's register operand.
+    """
+    tiles = 1 + (1 if tiling.scaled else 0)
     regs = tiles * tiling.bm * tiling.bn / threads + _BASE_REGS
-    if ins.path != "wgmma":
-        regs += (tiling.bm + tiling.bn) * tiling.bk * ins.op_bytes / _REG_BYTES / threads
+    staged = ins.path == "mfma" or (ins.path == "mma.sync" and not (tiling.a_kc and tiling.b_kc))
+    if staged:
+        wm, wn = _warp_grid(tiling.bm, tiling.bn, tiling.warps)
+        lanes = threads // max(1, tiling.warps)
+        depth = min(tiling.bk * ins.op_bytes, 2 * _MMA_K_BYTES)
+        regs += (tiling.bm / wm + tiling.bn / wn) * depth / _REG_BYTES / lanes
+    elif ins.upcast16 and ins.hopper:
+        regs += (tiling.bm + tiling.bn) * tiling.bk * tiling.elem / _REG_BYTES / threads
+        regs += tiling.bm * tiling.bk * ins.op_bytes / _REG_BYTES / threads
     return regs
 
 
@@ -394,23 +440,30 @@ def _shared_memory(launch: Launch, dev: DeviceSpec, tiling: _Tiling, ins: _Path)
     return smem
 
 
-def _occupancy(
-    dev: DeviceSpec, p: Params, regs: float, threads: int, warps: int, smem: int, notes: list[str]
-) -> tuple[int, float]:
-    """(blocks resident per SM, slowdown from spilling). Past the register limit the kernel
-    spills: ``spill_l1`` per spilled fraction while the resident blocks' spills fit in what L1
-    leaves beside shared memory, ``spill_l2`` beyond."""
-    limit = dev.regs_per_lane
-    by_regs = int(dev.reg_file_kb * _REGS_PER_KB // (min(regs, limit) * threads))
-    resident = max(1, min(dev.smem_kb * 1024 // max(1, smem), by_regs, dev.max_waves_per_unit // warps))
-    spill = 1.0
-    if regs > limit:
-        frac = (regs - limit) / limit
-        spilled = (regs - limit) * _REG_BYTES * threads * resident
-        in_l1 = spilled <= _L1_KB.get(dev.name, 64) * 1024
-        spill = 1 + (p.spill_l1 if in_l1 else p.spill_l2) * frac
-        notes.append(f"~{regs:.0f} registers per lane: spills to {'L1' if in_l1 else 'L2'}")
-    return resident, spill
+def _occupancy(dev: DeviceSpec, regs: float, threads: int, warps: int, smem: int) -> int:
+    """Blocks resident per SM: registers (at most the per-lane limit: beyond it the kernel
+    spills), shared memory and the warp slots."""
+    by_regs = int(dev.reg_file_kb * _REGS_PER_KB // (min(regs, dev.regs_per_lane) * threads))
+    return max(1, min(dev.smem_kb * 1024 // max(1, smem), by_regs, dev.max_waves_per_unit // warps))
+
+
+def _spill(p: Params, tiling: _Tiling, ins: _Path, regs: float, threads: int, limit: int, notes: list[str]) -> float:
+    """Rule (a), spills: the slowdown of a K step past the register limit. ptxas spills the
+    values with the fewest uses first: addresses, loop state, operand fragments waiting for their
+    instruction (``spill_scalar`` per spilled fraction of the limit). Only beyond those does it
+    spill the fp32 tiles, whose every element each K step reads and writes: once per step where
+    the product is one wgmma chain (the spill is around it), once per instruction K depth where
+    mma.sync or MFMA accumulate into the tile instruction by instruction (``spill_tile`` per
+    spilled fraction and pass). What the sweep shows: 128x256 tiles on 4 warps run about 3x
+    slower as a 16-bit wgmma kernel and 20x slower as a precise mma.sync one."""
+    if regs <= limit:
+        return 1.0
+    tile_regs = (2 if tiling.scaled else 1) * tiling.bm * tiling.bn / threads
+    spilled = regs - limit
+    of_tiles = max(0.0, spilled - (regs - tile_regs))
+    passes = 1.0 if ins.path == "wgmma" else max(1.0, tiling.bk * ins.op_bytes / _MMA_K_BYTES)
+    notes.append(f"~{regs:.0f} registers per lane: spills" + (" accumulator registers" if of_tiles else ""))
+    return 1 + (p.spill_scalar * (spilled - of_tiles) + p.spill_tile * passes * of_tiles) / limit
 
 
 def _mma_us(dev: DeviceSpec, p: Params, tiling: _Tiling, ins: _Path, split_n: int) -> float:
@@ -426,37 +479,31 @@ def _mma_us(dev: DeviceSpec, p: Params, tiling: _Tiling, ins: _Path, split_n: in
 
 def _smem_us(p: Params, tiling: _Tiling, ins: _Path, split_m: int, split_n: int, clock: float) -> float:
     """Shared-memory time of one K step: the operand reads of the instructions (each warpgroup
-    its A rows and B columns on wgmma, once per step otherwise), the transposes of fp8 operands
-    that are not K-contiguous (rule c: ``transpose`` passes), and Hopper's converted B tile."""
+    its A rows and B columns on wgmma; each warp its own on mma.sync and MFMA, so a grid of many
+    warps re-reads the tile, ``_warp_grid``), the transposes of fp8 operands that are not
+    K-contiguous (rule c: ``transpose`` passes, byte-wise reads), and Hopper's converted B tile."""
     bm, bn, bk, op_bytes = tiling.bm, tiling.bn, tiling.bk, ins.op_bytes
     if ins.path == "wgmma":
-        smem_bytes: float = (split_n * bm + split_m * bn) * bk * op_bytes
+        reads_a, reads_b = split_n, split_m
     else:
-        smem_bytes = (bm + bn) * bk * tiling.elem  # shared memory -> registers once per step
-    for name, kc in (("a", tiling.a_kc), ("b", tiling.b_kc)):
+        reads_b, reads_a = _warp_grid(bm, bn, tiling.warps)  # warps along M read B, along N read A
+    smem_bytes: float = (reads_a * bm + reads_b * bn) * bk * (op_bytes if ins.path == "wgmma" else tiling.elem)
+    for rows, reads, kc in ((bm, reads_a, tiling.a_kc), (bn, reads_b, tiling.b_kc)):
         if not kc and op_bytes == 1:
-            smem_bytes += p.transpose * (bm if name == "a" else bn) * bk
+            smem_bytes += p.transpose * reads * rows * bk
     if ins.upcast16 and ins.hopper:
         smem_bytes += 2 * bn * bk * op_bytes  # converted B written to shared memory and read back
     return smem_bytes / _SMEM_BYTES_PER_CLK / clock
 
 
-def _vector_us(
-    launch: Launch, dev: DeviceSpec, p: Params, tiling: _Tiling, ins: _Path, notes: list[str]
-) -> tuple[float, float]:
-    """(fp32 vector time of one K step, the wait it adds to the step's chain): the scaled add,
-    Hopper's precise promotion (rule b: one fp32 add per element after every K-32 wgmma, and a
-    wait before each), and the conversion of every operand element where the dot upcasts."""
+def _vector_us(launch: Launch, dev: DeviceSpec, p: Params, tiling: _Tiling, ins: _Path) -> float:
+    """The fp32 vector time of one K step: the scaled add and, where the dot upcasts, the
+    conversion of every operand element."""
     bm, bn, bk = tiling.bm, tiling.bn, tiling.bk
     ops = (p.vector_ops_scale if tiling.scaled else 1.0) * bm * bn
-    chain_extra = 0.0
-    if ins.precise and ins.path == "wgmma":
-        ops += bm * bn * bk / _WGMMA_K
-        chain_extra = (bk / _WGMMA_K) * p.promote_us
-        notes.append("precise fp8 accumulation: a wait and an fp32 add per K-32 wgmma")
     if ins.upcast16 or ins.upcast32:
         ops += p.convert_ops * (p.bf16_convert if launch.upcast_to == "bfloat16" else 1.0) * (bm + bn) * bk
-    return ops / (dev.vector_fp32_tflops * 1e6 / 2 / dev.units), chain_extra
+    return ops / (dev.vector_fp32_tflops * 1e6 / 2 / dev.units)
 
 
 class _Block(msgspec.Struct, frozen=True):
@@ -466,8 +513,8 @@ class _Block(msgspec.Struct, frozen=True):
     vector_us: float
     smem_us: float
     chain_us: float
+    spill: float  # slowdown from spilled registers (multiplier)
     resident: int
-    spill: float  # multiplier
     regs: float
     notes: list[str]
 
@@ -479,7 +526,8 @@ def _block(launch: Launch, dev: DeviceSpec, p: Params, tiling: _Tiling) -> _Bloc
     ins = _instruction_path(launch, dev, tiling, notes)
     regs = _registers(tiling, ins, threads)
     smem = _shared_memory(launch, dev, tiling, ins)
-    resident, spill = _occupancy(dev, p, regs, threads, tiling.warps, smem, notes)
+    resident = _occupancy(dev, regs, threads, tiling.warps, smem)
+    spill = _spill(p, tiling, ins, regs, threads, dev.regs_per_lane, notes)
     # Warpgroups split M while each keeps at least one wgmma's rows, then N: each reads its
     # A rows and its B columns, in instructions N columns wide.
     groups = max(1, tiling.warps // _WARPGROUP_WARPS)
@@ -487,33 +535,46 @@ def _block(launch: Launch, dev: DeviceSpec, p: Params, tiling: _Tiling) -> _Bloc
     split_n = groups // split_m
     mma_us = _mma_us(dev, p, tiling, ins, split_n)
     smem_us = _smem_us(p, tiling, ins, split_m, split_n, clock)
-    vector_us, chain_extra = _vector_us(launch, dev, p, tiling, ins, notes)
-    chain_us = mma_us + vector_us + p.step_latency_us + chain_extra
+    vector_us = _vector_us(launch, dev, p, tiling, ins)
+    chain_us = mma_us + vector_us + p.step_latency_us
+    if ins.path != "wgmma":
+        # Register operands: a warp's instructions wait for its own fragment loads from shared
+        # memory (wgmma reads shared memory itself, asynchronously), so the loads are part of
+        # the step's chain, which only other resident blocks can overlap.
+        chain_us += smem_us
     return _Block(
         mma_us=mma_us,
         vector_us=vector_us,
         smem_us=smem_us,
         chain_us=chain_us,
-        resident=resident,
         spill=spill,
+        resident=resident,
         regs=regs,
         notes=notes,
     )
 
 
-def _round_us(blk: _Block, per_sm: int) -> float:
-    """One K step of ``per_sm`` co-resident blocks: their chains overlap, the units they share do not."""
-    return max(per_sm * blk.mma_us, per_sm * blk.vector_us, per_sm * blk.smem_us, blk.chain_us) * blk.spill
+def _round_us(blk: _Block, per_sm: int, p: Params, stages: int) -> float:
+    """One K step of ``per_sm`` co-resident blocks: their chains overlap, the units they share do
+    not; spilled registers slow the whole step. With ``stages`` buffers a block has stages - 1
+    tile loads in flight, which hide a load's latency only when that many steps take as long
+    (Little's law): a 2-stage pipeline behind a short step still waits (``load_latency_us``)."""
+    busy = max(per_sm * blk.mma_us, per_sm * blk.vector_us, per_sm * blk.smem_us, blk.chain_us) * blk.spill
+    if stages < 2:
+        return busy  # one stage: each step waits for its loads (the memory time is added in full)
+    return busy + max(0.0, p.load_latency_us - (stages - 1) * busy)
 
 
-def _compute_us(blk: _Block, dev: DeviceSpec, units: int, concurrent: int, steps: int) -> tuple[float, int]:
+def _compute_us(
+    blk: _Block, dev: DeviceSpec, p: Params, units: int, concurrent: int, steps: int, stages: int
+) -> tuple[float, int]:
     """(compute time, rounds): full rounds of ``concurrent`` units at the resident count, the
     last with what is left per SM."""
     full, rest = divmod(units, concurrent)
     per_sm_full = max(1, min(blk.resident, -(-concurrent // dev.units)))
-    t_compute = full * steps * _round_us(blk, per_sm_full)
+    t_compute = full * steps * _round_us(blk, per_sm_full, p, stages)
     if rest:
-        t_compute += steps * _round_us(blk, max(1, -(-rest // dev.units)))
+        t_compute += steps * _round_us(blk, max(1, -(-rest // dev.units)), p, stages)
     return t_compute, full + (1 if rest else 0)
 
 
@@ -577,7 +638,7 @@ def gemm_time_us(launch: Launch, shape: Shape, dev: DeviceSpec) -> LaunchTime:
     persistent = "NUM_SMS" in launch.constexprs or programs < units
     concurrent = min(units, dev.units * blk.resident, programs)
     steps = tiling.steps
-    t_compute, rounds = _compute_us(blk, dev, units, concurrent, steps)
+    t_compute, rounds = _compute_us(blk, dev, p, units, concurrent, steps, stages)
     t_mem, miss = _memory_us(launch, dev, p, tiling, concurrent)
     body = max(t_compute, t_mem) if stages >= 2 else t_compute + t_mem  # 1 stage: each step waits for its loads
     body += _tile_overhead_us(p, stages, steps, rounds, persistent)
