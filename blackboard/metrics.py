@@ -153,6 +153,12 @@ def evaluation_phases(evals: list[Evaluation]) -> dict[str, float]:
     return {name: round(_median(values), 2) for name, values in by_phase.items()}
 
 
+def started_early(phases: dict[str, float]) -> bool:
+    """The harness process waited for its request (a spare): its start-up was not on the GPU's
+    critical path, so its ``preload_s`` is not part of the evaluation's wall time."""
+    return phases.get("idle_s", 0.0) > 0.05
+
+
 def _median(values: list[float]) -> float:
     ordered = sorted(values)
     mid = len(ordered) // 2

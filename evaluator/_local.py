@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 import anyio
 import msgspec
+from kernel_scientist.blackboard import metrics
 from kernel_scientist.blackboard.records import EvalReport, Outcome, Provenance, Shape, ShapeResult
 from kernel_scientist.evaluator._devices import DeviceSpec, l2_flush_bytes, spec_for
 from kernel_scientist.evaluator._rules import rule_verdict
@@ -335,7 +336,7 @@ def phase_note(phases: dict[str, float]) -> str:
     """Where a harness run's wall time went, for its provenance notes: "start-up 2.6 s, set-up
     0.3 s, tests 9.8 s, timing 4.1 s", or for a process started early, whose start-up the run did
     not wait for, "set-up 0.3 s, tests 9.8 s, timing 4.1 s; start-up 2.6 s before the request"."""
-    early = phases.get("idle_s", 0.0) > 0.05  # it waited: its start-up was before the request
+    early = metrics.started_early(phases)
     names = {"setup_s": "set-up", "tests_s": "tests", "timing_s": "timing"}
     if not early:
         names = {"preload_s": "start-up", **names}

@@ -122,7 +122,7 @@ def _phase_line(phases: dict[str, float]) -> list[str]:
         return []
     started = phases.get("preload_s")
     start = f"; start-up {started:.1f} s" if started is not None else ""
-    early = " (before the request: a spare process)" if phases.get("idle_s", 0.0) > 0.05 else ""
+    early = " (before the request: a spare process)" if metrics.started_early(phases) else ""
     return ["median evaluation: " + ", ".join(parts) + start + early]
 
 
