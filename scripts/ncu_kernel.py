@@ -32,6 +32,10 @@ def main() -> int:
         print(f"ncu_kernel: no such file: {args.file}", file=sys.stderr)
         return 2
     import torch
+
+    if not torch.cuda.is_available():
+        print("ncu_kernel: no GPU visible; it runs one call on a GPU for Nsight Compute", file=sys.stderr)
+        return 2
     from kernel_scientist.evaluator import load_task
     from kernel_scientist.evaluator.harness import generate_input, import_reference, import_submission
 

@@ -105,6 +105,11 @@ def main() -> int:
     if missing:
         print(f"probe_eval: no such file: {missing[0]}", file=sys.stderr)
         return 2
+    import torch
+
+    if not args.small and not torch.cuda.is_available():
+        print("probe_eval: no GPU visible; --small runs the same protocol on the CPU", file=sys.stderr)
+        return 2
     result = trio.run(_run, args)
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1))

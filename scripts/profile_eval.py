@@ -32,6 +32,11 @@ def main() -> int:
     if not Path(args.file).is_file():
         print(f"profile_eval: no such file: {args.file}", file=sys.stderr)
         return 2
+    import torch
+
+    if not torch.cuda.is_available():
+        print("profile_eval: no GPU visible; it profiles an evaluation on a GPU", file=sys.stderr)
+        return 2
     from kernel_scientist.evaluator import LocalBackend, load_task
     from kernel_scientist.evaluator import _gpu_harness as harness
 

@@ -11,7 +11,7 @@ import msgspec
 import pytest
 import torch
 import trio
-from _support import ROOT, SCENARIOS, cli
+from _support import ROOT, SCENARIOS, cli, script
 from evaluator_kernels import BETTER
 from kernel_scientist.blackboard import Outcome, Shape
 from kernel_scientist.evaluator import LocalBackend, load_task, speed_of_light_us
@@ -288,3 +288,18 @@ def test_min_calls_above_max_calls_is_refused_in_one_line(tmp_path):
     assert done.returncode == 2, done.stderr
     assert "min_calls (50) must not exceed evaluator.max_calls (20)" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "x.sqlite").exists()
+
+
+@pytest.mark.parametrize(
+    "name, args, says",
+    [
+        ("probe_eval.py", ["missing.py"], "probe_eval: no such file: missing.py"),
+        ("probe_eval.py", [], "probe_eval: no GPU visible; --small runs the same protocol on the CPU"),
+        ("profile_eval.py", [str(ROOT / "evaluator/tasks/amd_fp8_mm/submission.py")], "profile_eval: no GPU visible"),
+        ("ncu_kernel.py", ["x.py", "--shape", "12x"], "ncu_kernel: --shape must be MxNxK, not '12x'"),
+    ],
+)
+def test_the_gpu_probes_refuse_in_one_line(name, args, says):
+    done = script(name, *args)
+    assert done.returncode == 2 and done.stderr.strip().startswith(says), done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
