@@ -40,6 +40,14 @@ def _scales(as_ptr, bs_ptr, kb, M, N, NBLK_N, offs_m, offs_n, other: tl.constexp
 
 
 @triton.jit
+def _row_scale(as_ptr, bs_ptr, kb, M, NBLK_N, offs_m, n0):
+    """Token ``fma``: a tile no wider than b's 128-column scale block has one b scale per K block,
+    so the two scales fold into one per-row vector and the scaled add is one FMA per element."""
+    a_s = tl.load(as_ptr + kb * M + offs_m, mask=offs_m < M, other=1.0)
+    return a_s * tl.load(bs_ptr + kb * NBLK_N + n0 // 128)
+
+
+@triton.jit
 def _block(a_desc, b_desc, k0, m0, n0, BLOCK_M, BLOCK_N, SUBK, CONVERT, LO):
     """One 128-deep scale block's product (from k0 + LO) in SUBK-deep dots; CONVERT: fp8 tiles to fp16 first."""
     partial = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -90,6 +98,7 @@ def _gemm(
     TMA_C: tl.constexpr,
     LAG: tl.constexpr,
     RS: tl.constexpr = False,
+    FMA: tl.constexpr = False,
     c_desc=None,
     a8_ptr=None,
     b8_ptr=None,
@@ -133,7 +142,18 @@ def _gemm(
         offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        if RS:
+        if RS and FMA:
+            # The rescaled accumulator with the folded per-row scale (tokens rs + fma).
+            prev = tl.full((BLOCK_M,), 1.0, tl.float32)
+            for k0 in range(0, K, 128):
+                s = _row_scale(as_ptr, bs_ptr, k0 // 128, M, NBLK_N, offs_m, pid_n * BLOCK_N)
+                acc = acc * (prev / s)[:, None]
+                prev = s
+                a = a_desc.load([k0, pid_m * BLOCK_M])
+                b = b_desc.load([k0, pid_n * BLOCK_N])
+                acc = tl.dot(a.T, b, acc)
+            acc = acc * prev[:, None]
+        elif RS:
             # One live fp32 tile: the accumulator is kept in units of the current block's scale,
             # acc_kb = acc_(kb-1) * s_(kb-1) / s_kb + dot_kb, so the dot accumulates in place and
             # c = s_last * acc. Half the registers of the scaled add: room for larger tiles or a
@@ -170,8 +190,11 @@ def _gemm(
                 if TWO:
                     partial2 = _block(a_desc, b_desc, k0, m0, n0, BLOCK_M, BLOCK_N, SUBK, CONVERT, 128)
                 kb = k0 // 128
-                a_s, b_s = _scales(as_ptr, bs_ptr, kb, M, N, NBLK_N, offs_m, offs_n)
-                acc += partial * a_s[:, None] * b_s[None, :]
+                if FMA:
+                    acc += partial * _row_scale(as_ptr, bs_ptr, kb, M, NBLK_N, offs_m, n0)[:, None]
+                else:
+                    a_s, b_s = _scales(as_ptr, bs_ptr, kb, M, N, NBLK_N, offs_m, offs_n)
+                    acc += partial * a_s[:, None] * b_s[None, :]
                 if TWO:
                     a_s2, b_s2 = _scales(as_ptr, bs_ptr, kb + 1, M, N, NBLK_N, offs_m, offs_n)
                     acc += partial2 * a_s2[:, None] * b_s2[None, :]
@@ -307,6 +330,8 @@ def make(variant: str, cfg):
     programs per SM, ``one`` the pre-pass inside the GEMM's launch behind a grid-wide barrier."""
     bm, bn, warps, stages = cfg
     tokens = set(variant.split("_"))
+    if "fma" in tokens and (bn > 128 or "two" in tokens or "lag" in tokens):
+        raise ValueError("fma needs BLOCK_N <= 128 (one b scale per tile and K block), without two or lag")
     if "glu" in tokens:  # the Gluon kernel (scripts/gluon_gemm.py); Hopper only
         from gluon_gemm import make_gluon  # noqa: PLC0415
 
@@ -324,6 +349,7 @@ def make(variant: str, cfg):
         TMA_C="stc" not in tokens,
         LAG="lag" in tokens,
         RS="rs" in tokens,
+        FMA="fma" in tokens,
         num_warps=warps,
         num_stages=stages,
     )
@@ -529,7 +555,11 @@ def main() -> int:
             if time.time() - began > args.deadline:
                 print("deadline reached", flush=True)
                 break
-            fn = make(variant, cfg)
+            try:
+                fn = make(variant, cfg)
+            except ValueError as exc:  # a token that this tile shape cannot take
+                print(f"{variant:14s} {str(cfg):20s} skipped: {exc}", flush=True)
+                continue
             per, lb, graph, bad, err = {}, {}, {}, 0, None
             for (m, n, k), (data, want) in inputs.items():
                 label = f"{m}x{n}x{k}"

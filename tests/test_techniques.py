@@ -99,6 +99,7 @@ HOPPER_CHAIN = [
     ("tma_descriptors", {"tma": True}),
     ("persistent", {"NUM_SMS": 132}),
     ("warp_specialize", {"warp_specialize": True}),
+    ("scale_fold", {"fold": True}),
     ("lean_host", {"launch": "compiled"}),
     ("in_submission_tuning", {"space": "tiles6"}),
 ]
@@ -129,6 +130,22 @@ def test_the_hopper_pipeline_runs_in_the_interpreter(tmp_path):
         assert ok, message[:300]
     with pytest.raises(NotApplicable, match="persistent"):
         nvidia["warp_specialize"].apply(SEED, {"warp_specialize": True})
+
+
+def test_scale_fold_takes_one_b_scale_per_tile_and_keeps_wide_tiles_exact(tmp_path):
+    """The folded form runs where BLOCK_N divides 128 (the seed's 64, and 128); a 256-wide tile
+    spans two of b's scale blocks and takes the general branch. Both pass, also where n % 128 == 64
+    (the last tile's columns past n wrap and are dropped)."""
+    fold = knowledge.technique("scale_fold")
+    source = fold.apply(SEED, {"fold": True})
+    assert fold.detect(source) == {"fold": True} and fold.variants(source) == []
+    assert "acc += partial * (a_s * b_one)[:, None]" in source and "if 128 % BLOCK_N == 0:" in source
+    from kernel_scientist.knowledge._regions import set_constant
+
+    for block_n in (64, 128, 256):
+        _checks(set_constant(source, "BLOCK_N", block_n), tmp_path, f"fold{block_n}", shapes=[(96, 576, 256)])
+    with pytest.raises(NotApplicable, match="no `acc"):
+        fold.apply(SEED.replace("acc += partial * a_s[:, None] * b_s[None, :]", "acc += partial * a_s[:, None]"), {"fold": True})
 
 
 def test_compound_plans_compose_and_predict_once(tmp_path):

@@ -14,6 +14,7 @@ from .layout import LayoutPrepass
 from .order import GroupedOrder, Persistent, XcdRemap
 from .precision import AccumulationPrecision
 from .replay import LaunchReplay
+from .scale_fold import ScaleFold
 from .split_k import SplitK
 from .tunables import Stages, TileShape, Warps
 from .tuning import InSubmissionTuning, LeanHost
@@ -30,6 +31,7 @@ _CLASSES = (
     TensorDescriptors,
     Persistent,
     WarpSpecialize,
+    ScaleFold,
     AmdKnobs,
     XcdRemap,
     ShapeDispatch,
