@@ -145,7 +145,10 @@ def test_scale_fold_takes_one_b_scale_per_tile_and_keeps_wide_tiles_exact(tmp_pa
     for block_n in (64, 128, 256):
         _checks(set_constant(source, "BLOCK_N", block_n), tmp_path, f"fold{block_n}", shapes=[(96, 576, 256)])
     with pytest.raises(NotApplicable, match="no `acc"):
-        fold.apply(SEED.replace("acc += partial * a_s[:, None] * b_s[None, :]", "acc += partial * a_s[:, None]"), {"fold": True})
+        fold.apply(
+            SEED.replace("acc += partial * a_s[:, None] * b_s[None, :]", "acc += partial * a_s[:, None]"),
+            {"fold": True},
+        )
 
 
 def test_compound_plans_compose_and_predict_once(tmp_path):
