@@ -151,6 +151,38 @@ def test_scale_fold_takes_one_b_scale_per_tile_and_keeps_wide_tiles_exact(tmp_pa
         )
 
 
+def test_hopper_split_k_picks_the_split_per_shape_and_reduces_in_the_launch(tmp_path):
+    """NVIDIA's split_k: the split comes from the shape (one slice where the tiles fill the GPU),
+    the last slice of each tile adds the fp32 planes in the same launch, and the per-tile counters
+    are back at zero after every call (the second and third calls are right too). On the
+    interpreter the GPU has 4 "SMs", so a long K with few tiles splits."""
+    nvidia = {t.name: t for t in knowledge.catalogue("nvidia")}
+    split = nvidia["split_k"]
+    assert type(split) is not type(knowledge.technique("split_k"))  # the AMD form keeps the host reduction
+    plain = split.apply(SEED, {"SPLIT_K_MAX": 4})
+    assert split.detect(plain) == {"SPLIT_K_MAX": 4} and "c.copy_" not in plain
+    chain = SEED
+    for name, params in HOPPER_CHAIN[:3] + [("split_k", {"SPLIT_K_MAX": 4}), ("scale_fold", {"fold": True})]:
+        chain = nvidia[name].apply(chain, params)
+    chain = nvidia["launch_replay"].apply(nvidia["lean_host"].apply(chain, {"launch": "compiled"}), {"replay": True})
+    for index, source in enumerate((plain, chain)):
+        assert not [f for f in static_findings(source) if f.severity == "reject"], static_findings(source)
+        namespace = load_submission(source, tmp_path, f"split_module_{index}").module
+        plan = namespace.split_plan
+        cfg = dict(namespace.select_config(64, 128, 1024), BLOCK_K=128)
+        assert plan(64, 128, 1024, cfg, torch.device("cpu"))[0] == 2  # 2 tiles, 8 K blocks, 4 SMs
+        assert plan(256, 256, 256, cfg, torch.device("cpu"))[0] == 1  # 16 tiles fill 4 SMs
+    for label, source in (("plain", plain), ("chain", chain)):
+        module = load_submission(source, tmp_path, f"split_{label}")
+        for shape in ((64, 128, 1024), (64, 576, 2048), (96, 192, 256)):
+            data = reference.generate_input(*shape, seed=shape[2], device="cpu")
+            for _ in range(3):
+                ok, message = reference.check_implementation(data, module.custom_kernel(data))
+                assert ok, f"{label} {shape}: {message[:300]}"
+    with pytest.raises(NotApplicable, match="host-side reduction"):
+        split.apply(knowledge.technique("split_k").apply(SEED, {"SPLIT_K": 2}), {"SPLIT_K_MAX": 4})
+
+
 def test_compound_plans_compose_and_predict_once(tmp_path):
     nvidia = {t.name: t for t in knowledge.catalogue("nvidia")}
     compound = nvidia["compound"]

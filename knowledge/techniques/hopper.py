@@ -189,7 +189,9 @@ class TensorDescriptors(Technique):
             )
         epilogue = "\n".join(body(source, "epilogue"))
         if "tl.store(out_ptrs" not in epilogue or "atomic" in epilogue:
-            raise NotApplicable(f"{self.name}: the epilogue is not the plain masked store (split-K or custom)")
+            raise NotApplicable(
+                f"{self.name}: the epilogue is not the plain masked store (split-K or custom); apply it before split_k"
+            )
         loads = body(source, "loads")
         line_a = next((ln.strip() for ln in loads if _LOAD_A.match(ln.strip())), None)
         line_b = next((ln.strip() for ln in loads if _LOAD_B.match(ln.strip())), None)

@@ -8,7 +8,9 @@ that is correct for every SPLIT_K, including slices left empty when K has few bl
 
 from __future__ import annotations
 
-from .._base import NotApplicable
+import textwrap
+
+from .._base import NotApplicable, Param
 from .._regions import (
     add_tunable,
     body,
@@ -16,9 +18,11 @@ from .._regions import (
     insert,
     insert_after_region,
     insert_near,
+    read_tunables,
     replace_body,
     replace_line,
     require,
+    set_constant,
 )
 from ._constant import ConstantStructure
 
@@ -107,3 +111,144 @@ class SplitK(ConstantStructure):
 
     def _install(self, source: str, value: int) -> str:
         return install(source, value)
+
+
+_PLAN = '''
+# region: split_k_plan
+_SPLIT_SCRATCH = {}  # (m, n, split, tile, device) -> (fp32 partial planes, tile counters); scratch, never a result
+_SMS = {}  # device -> its SM count
+
+
+def split_plan(m, n, k, cfg, device):
+    """(split, partial planes, counters) for one shape and launch setting: the split of the K loop
+    that needs the fewest rounds of programs times K blocks per program, each extra slice charged
+    two K blocks (its fp32 partial tile is written and read back, about the bytes of two blocks'
+    operand tiles). Tiles that fill the GPU already get 1; at most SPLIT_K_MAX."""
+    sms = cfg.get("NUM_SMS")
+    if sms is None:
+        sms = _SMS.get(device)
+        if sms is None:
+            sms = _SMS[device] = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
+    tiles = triton.cdiv(m, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"])
+    blocks = triton.cdiv(k, cfg["BLOCK_K"])
+    split = min(range(1, max(1, min(SPLIT_K_MAX, blocks)) + 1),
+                key=lambda s: triton.cdiv(tiles * s, sms) * triton.cdiv(blocks, s) + 2 * (s - 1))
+    key = (m, n, split, cfg["BLOCK_M"], cfg["BLOCK_N"], device)
+    buffers = _SPLIT_SCRATCH.get(key)
+    if buffers is None:
+        planes = split * m * n if split > 1 else 1
+        buffers = _SPLIT_SCRATCH[key] = (torch.empty(planes, dtype=torch.float32, device=device),
+                                         torch.zeros(tiles, dtype=torch.int32, device=device))
+    return split, buffers[0], buffers[1]
+# endregion: split_k_plan
+'''
+
+_REDUCE = """
+if SPLIT_K == 1:
+{original}
+else:
+    # region: split_k_reduce
+    # Each slice leaves its fp32 partial in its own plane; the last of a tile's slices to arrive
+    # (an arrival counter per tile) adds the planes in slice order, so the sum does not depend on
+    # which slice came last, writes c, and resets the counter for the next call.
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    inside = (rows[:, None] < M) & (cols[None, :] < N)
+    at = rows[:, None] * N + cols[None, :]
+    tl.store(ws_ptr + pid_k * M * N + at, acc, mask=inside)
+    tl.debug_barrier()
+    tile_id = pid_m * num_pid_n + pid_n
+    if tl.atomic_add(cnt_ptr + tile_id, 1, sem="acq_rel") == SPLIT_K - 1:
+        total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for s in tl.static_range(SPLIT_K):
+            total += tl.load(ws_ptr + s * M * N + at, mask=inside, other=0.0, cache_modifier=".cg")
+        tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn,
+                 total.to(c_ptr.dtype.element_ty), mask=inside)
+        tl.atomic_xchg(cnt_ptr + tile_id, 0)
+    # endregion: split_k_reduce
+"""
+
+
+def install_reduce(source: str, most: int) -> str:
+    """The NVIDIA split-K: one launch, the split chosen per shape (at most ``most``), the partials
+    reduced in the kernel by the last slice of each tile (module docstring of the AMD form for
+    the workspace alternative)."""
+    require(source, "work_preamble", "pid_map", "k_bounds", "epilogue", "grid", "launch", "params", why="split_k")
+    require(source, "config", "select_config", why="split_k")
+    params = body(source, "params")
+    first = next((ln.strip() for ln in params if "c_ptr," in ln), None)
+    launch = body(source, "launch")
+    args = next((ln.strip() for ln in launch if ln.strip().startswith("a, b, a_scale, b_scale, out,")), None)
+    if first is None or args is None:
+        raise NotApplicable(
+            "split_k: the kernel's pointer parameters or the launch's tensor arguments are not the seed's"
+        )
+    original = textwrap.indent(textwrap.dedent("\n".join(body(source, "epilogue"))).strip("\n"), "    ")
+    source = set_constant(source, "SPLIT_K_MAX", most)
+    source = replace_line(source, "params", first, first.replace("c_ptr,", "c_ptr, ws_ptr, cnt_ptr,", 1))
+    source = insert(source, "params", "SPLIT_K: tl.constexpr,")
+    source = replace_line(source, "launch", args, args.replace("out,", "out, ws, cnt,", 1))
+    source = insert(source, "work_preamble", "num_work = num_work * SPLIT_K")
+    source = insert(
+        source,
+        "pid_map",
+        """
+        # region: split_k_pid
+        # The K slice is the slowest-varying part of the work id, so programs in flight work on
+        # neighbouring tiles of one slice and share its operands in L2.
+        num_tiles = num_pid_m * num_pid_n
+        pid_k = pid // num_tiles
+        pid = pid % num_tiles
+        # endregion: split_k_pid
+        """,
+        at="start",
+    )
+    source = replace_body(
+        source,
+        "k_bounds",
+        """
+        # Whole BLOCK_K steps per slice; trailing slices may be empty and then add zeros.
+        k_steps = tl.cdiv(tl.cdiv(K, BLOCK_K), SPLIT_K)
+        k_lo = pid_k * k_steps * BLOCK_K
+        k_hi = tl.minimum(K, k_lo + k_steps * BLOCK_K)
+        """,
+    )
+    source = replace_body(source, "epilogue", _REDUCE.format(original=original))
+    source = insert(source, "grid", 'cfg["SPLIT_K"], ws, cnt = split_plan(m, n, k, cfg, out.device)', at="start")
+    source = insert_near(source, "grid", "num_work = ", 'num_work *= cfg["SPLIT_K"]', after=True)
+    return insert_after_region(source, "select_config", _PLAN)
+
+
+class _HopperSplitK(SplitK, replaces_on="nvidia"):
+    """The NVIDIA form: one launch, the split picked per shape, the partials reduced in-kernel."""
+
+    prose = (
+        "Where m and n give fewer output tiles than the GPU has SMs (m = 1024 with n = 512 or 576 "
+        "gives 32-40 tiles of 128x128 on 132 SMs) but K is long, most SMs idle for the whole call. "
+        "Split-K gives each tile's K loop to several programs. This form picks the split per shape "
+        "at launch (the fewest rounds of programs times K blocks per program, each extra slice "
+        "charged for its partial's round trip, so shapes that fill the GPU keep one slice) and "
+        "reduces in the same launch: every slice writes an fp32 partial plane, and the last slice "
+        "of a tile to arrive, found with a per-tile atomic counter, adds the planes in slice order "
+        "and writes c. No torch operation runs per call, so launch replay still applies. "
+        "SPLIT_K_MAX bounds the split; the workspace is scratch reused per shape, never a result."
+    )
+    constant, values, accepted = "SPLIT_K_MAX", (4, 8), (1, 2, 16)
+    marker = ("split_k_reduce", None)
+    needs = ("config", "pid_map", "epilogue")
+    changes = (
+        "pick the K split per shape at launch, at most {value} slices, one where the tiles fill the GPU",
+        "each program sums its slice of K blocks into an fp32 partial plane",
+        "the last slice of a tile (per-tile atomic counter) adds the planes and writes c in the same launch",
+    )
+
+    def detect(self, source: str) -> dict[str, Param] | None:
+        require(source, *self.needs, why=self.name)
+        if not has(source, "split_k_reduce"):
+            return None
+        return {self.constant: read_tunables(source).get(self.constant, 1)}
+
+    def _install(self, source: str, value: int) -> str:
+        if has(source, "split_k_pid"):
+            raise NotApplicable("split_k: this kernel already splits K with a host-side reduction")
+        return install_reduce(source, value)
