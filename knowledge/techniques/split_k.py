@@ -29,13 +29,10 @@ from ._constant import ConstantStructure
 _REGIONS = ("work_preamble", "pid_map", "k_bounds", "epilogue", "output", "grid", "finish")
 
 
-def install(source: str, split: int) -> str:
-    """Insert the split-K structure with SPLIT_K = ``split`` (1 leaves the result unchanged)."""
-    require(source, *_REGIONS, "config", "select_config", "params", why="split_k")
-    epilogue = "\n".join(body(source, "epilogue"))
-    if "out_base = c_ptr" not in epilogue:
-        raise NotApplicable("split_k: the epilogue must write through `out_base = c_ptr`")
-    source = add_tunable(source, "SPLIT_K", split)
+def _slices(source: str) -> str:
+    """The K slices of the work id and of the K loop, shared by both forms: the work list grows
+    SPLIT_K-fold, the slice is its slowest-varying part, and each slice loops over whole BLOCK_K
+    steps (trailing slices may be empty and then contribute zeros)."""
     source = insert(source, "work_preamble", "num_work = num_work * SPLIT_K")
     block = """
         # region: split_k_pid
@@ -51,16 +48,26 @@ def install(source: str, split: int) -> str:
         source = insert_after_region(source, "xcd_remap", block)
     else:
         source = insert(source, "pid_map", block, at="start")
-    source = replace_body(
+    return replace_body(
         source,
         "k_bounds",
         """
-        # Whole BLOCK_K steps per slice; trailing slices may be empty and then store zeros.
+        # Whole BLOCK_K steps per slice; trailing slices may be empty and then contribute zeros.
         k_steps = tl.cdiv(tl.cdiv(K, BLOCK_K), SPLIT_K)
         k_lo = pid_k * k_steps * BLOCK_K
         k_hi = tl.minimum(K, k_lo + k_steps * BLOCK_K)
         """,
     )
+
+
+def install(source: str, split: int) -> str:
+    """Insert the split-K structure with SPLIT_K = ``split`` (1 leaves the result unchanged)."""
+    require(source, *_REGIONS, "config", "select_config", "params", why="split_k")
+    epilogue = "\n".join(body(source, "epilogue"))
+    if "out_base = c_ptr" not in epilogue:
+        raise NotApplicable("split_k: the epilogue must write through `out_base = c_ptr`")
+    source = add_tunable(source, "SPLIT_K", split)
+    source = _slices(source)
     # The workspace is contiguous [SPLIT_K, M, N]; slice pid_k starts pid_k * M * N elements in.
     source = replace_line(source, "epilogue", "out_base = c_ptr", "out_base = c_ptr + pid_k * M * N")
     source = replace_body(
@@ -188,31 +195,7 @@ def install_reduce(source: str, most: int) -> str:
     source = replace_line(source, "params", first, first.replace("c_ptr,", "c_ptr, ws_ptr, cnt_ptr,", 1))
     source = insert(source, "params", "SPLIT_K: tl.constexpr,")
     source = replace_line(source, "launch", args, args.replace("out,", "out, ws, cnt,", 1))
-    source = insert(source, "work_preamble", "num_work = num_work * SPLIT_K")
-    source = insert(
-        source,
-        "pid_map",
-        """
-        # region: split_k_pid
-        # The K slice is the slowest-varying part of the work id, so programs in flight work on
-        # neighbouring tiles of one slice and share its operands in L2.
-        num_tiles = num_pid_m * num_pid_n
-        pid_k = pid // num_tiles
-        pid = pid % num_tiles
-        # endregion: split_k_pid
-        """,
-        at="start",
-    )
-    source = replace_body(
-        source,
-        "k_bounds",
-        """
-        # Whole BLOCK_K steps per slice; trailing slices may be empty and then add zeros.
-        k_steps = tl.cdiv(tl.cdiv(K, BLOCK_K), SPLIT_K)
-        k_lo = pid_k * k_steps * BLOCK_K
-        k_hi = tl.minimum(K, k_lo + k_steps * BLOCK_K)
-        """,
-    )
+    source = _slices(source)
     source = replace_body(source, "epilogue", _REDUCE.format(original=original))
     source = insert(source, "grid", 'cfg["SPLIT_K"], ws, cnt = split_plan(m, n, k, cfg, out.device)', at="start")
     source = insert_near(source, "grid", "num_work = ", 'num_work *= cfg["SPLIT_K"]', after=True)
