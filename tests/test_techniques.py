@@ -179,6 +179,14 @@ def test_hopper_split_k_picks_the_split_per_shape_and_reduces_in_the_launch(tmp_
             for _ in range(3):
                 ok, message = reference.check_implementation(data, module.custom_kernel(data))
                 assert ok, f"{label} {shape}: {message[:300]}"
+    # Warp specialisation runs the epilogue per consumer warpgroup: the counter would count twice.
+    with pytest.raises(NotApplicable, match="once per consumer warpgroup"):
+        nvidia["warp_specialize"].apply(chain, {"warp_specialize": True})
+    specialised = nvidia["warp_specialize"].apply(
+        nvidia["persistent"].apply(SEED, {"NUM_SMS": 132}), {"warp_specialize": True}
+    )
+    with pytest.raises(NotApplicable, match="once per consumer warpgroup"):
+        split.apply(specialised, {"SPLIT_K_MAX": 4})
     with pytest.raises(NotApplicable, match="host-side reduction"):
         split.apply(knowledge.technique("split_k").apply(SEED, {"SPLIT_K": 2}), {"SPLIT_K_MAX": 4})
 

@@ -20,6 +20,7 @@ import re
 from .._base import Form, NotApplicable, Param, Technique
 from .._regions import body, has, insert, insert_after_region, replace_body, replace_line, require
 from .precision import _dot_line
+from .split_k import WS_CONFLICT
 
 _PREPASS_KERNEL = '''
 # region: prepass_kernel
@@ -271,6 +272,8 @@ class WarpSpecialize(Technique):
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
         if self._has_form(source, params):
             return source
+        if has(source, "split_k_reduce"):
+            raise NotApplicable(f"{self.name}: {WS_CONFLICT}")
         return replace_line(
             source,
             "tile",
