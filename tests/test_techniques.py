@@ -130,6 +130,11 @@ def test_the_hopper_pipeline_runs_in_the_interpreter(tmp_path):
         assert ok, message[:300]
     with pytest.raises(NotApplicable, match="persistent"):
         nvidia["warp_specialize"].apply(SEED, {"warp_specialize": True})
+    # And back: the plain persistent loop is offered again and still passes.
+    plain = nvidia["warp_specialize"].apply(source, {"warp_specialize": False})
+    assert "warp_specialize=True" not in plain and nvidia["warp_specialize"].detect(plain) == {"warp_specialize": False}
+    assert [v.params for v in nvidia["warp_specialize"].variants(plain)] == [{"warp_specialize": True}]
+    _checks(plain, tmp_path, "hopper_plain", shapes=SHAPES[:1])
 
 
 def test_scale_fold_takes_one_b_scale_per_tile_and_keeps_wide_tiles_exact(tmp_path):

@@ -250,11 +250,20 @@ class WarpSpecialize(Technique):
     prior_min, prior_max = -0.05, 0.25
     novelty = 0.7
     vendors = ("nvidia",)
-    form = Form(
-        {"warp_specialize": True},
-        "warp-specialised loop",
-        ["turn the persistent loop into tl.range(..., flatten=True, warp_specialize=True)"],
-    )
+    # Both directions: a campaign that turned it on can measure the loop without it again (with
+    # the one-FMA scaled add the plain loop can be the faster one, and split_k needs it off).
+    _FORMS = {
+        True: Form(
+            {"warp_specialize": True},
+            "warp-specialised loop",
+            ["turn the persistent loop into tl.range(..., flatten=True, warp_specialize=True)"],
+        ),
+        False: Form(
+            {"warp_specialize": False},
+            "plain persistent loop",
+            ["turn the warp-specialised loop back into a plain range over the work ids"],
+        ),
+    }
 
     def _loop(self, source: str) -> str:
         require(source, "tile", why=self.name)
@@ -267,16 +276,23 @@ class WarpSpecialize(Technique):
         )
 
     def detect(self, source: str) -> dict[str, Param] | None:
-        return {"warp_specialize": True} if "warp_specialize=True" in self._loop(source) else None
+        return {"warp_specialize": "warp_specialize=True" in self._loop(source)}
+
+    def forms(self, source: str) -> list[Form]:
+        return list(self._FORMS.values())
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
-        if self._has_form(source, params):
+        on = self._param(params, "warp_specialize", (True, False))
+        loop = self._loop(source)
+        if self.detect(source) == {"warp_specialize": on}:
             return source
-        if has(source, "split_k_reduce"):
+        if on and has(source, "split_k_reduce"):
             raise NotApplicable(f"{self.name}: {WS_CONFLICT}")
-        return replace_line(
-            source,
-            "tile",
-            self._loop(source),
-            "for work_id in tl.range(tl.program_id(0), num_work, NUM_SMS, flatten=True, warp_specialize=True):",
-        )
+        if on:
+            return replace_line(
+                source,
+                "tile",
+                loop,
+                "for work_id in tl.range(tl.program_id(0), num_work, NUM_SMS, flatten=True, warp_specialize=True):",
+            )
+        return replace_line(source, "tile", loop, "for work_id in range(tl.program_id(0), num_work, NUM_SMS):")
