@@ -8,6 +8,7 @@ import random
 
 import trio
 from _support import ROOT
+from kernel_scientist.agents._calibration import calibrate
 from kernel_scientist.agents.brain import DesignView, KernelView, TrialView
 from kernel_scientist.agents.offline_brain import OfflineBrain
 from kernel_scientist.evaluator import load_task
@@ -53,3 +54,25 @@ def test_observed_uplifts_move_and_sharpen_the_predicted_range():
     # Other techniques keep their prior.
     other = next(key for key in prior if key[0] != technique)
     assert after[other].min_uplift == prior[other].min_uplift
+
+
+def test_failed_kernels_count_against_their_technique_and_build_failures_do_not():
+    """A form whose kernels keep failing the check stops looking promising; a kernel that did not
+    compile says nothing about the idea."""
+    prior = {(p.technique, p.label): p for p in _design([]).plans}
+    technique, label = "split_k", "SPLIT_K=4"
+
+    def failed(verdict: str, n: int) -> list[TrialView]:
+        return [
+            TrialView(base_id=10 + i, technique=technique, label=label, observed_uplift=None, verdict=verdict)
+            for i in range(n)
+        ]
+
+    lo, hi = calibrate(-0.2, 0.3, technique, label, failed("refuted", 3))
+    assert (lo + hi) / 2 < -0.7  # the variant that failed: pulled to the failures' -100%
+    lo, hi = calibrate(-0.2, 0.3, technique, "SPLIT_K=8", failed("refuted", 3))
+    assert -0.8 < (lo + hi) / 2 < -0.6  # another form of it: pulled by the technique's record only
+    after = {(p.technique, p.label): p for p in _design(failed("refuted", 3)).plans}
+    assert (technique, label) in prior and (technique, label) not in after  # no longer planned
+    untouched = {(p.technique, p.label): p for p in _design(failed("build_failed", 3) + failed("pending", 2)).plans}
+    assert untouched[technique, label].min_uplift == prior[technique, label].min_uplift

@@ -9,6 +9,7 @@ that is correct for every SPLIT_K, including slices left empty when K has few bl
 from __future__ import annotations
 
 import textwrap
+from typing import ClassVar
 
 from .._base import NotApplicable, Param
 from .._regions import (
@@ -107,10 +108,13 @@ class SplitK(ConstantStructure):
     )
     prior_min, prior_max = -0.2, 0.3
     novelty = 0.4
-    constant, values, accepted = "SPLIT_K", (2, 4, 8), (1, 16)
-    needs = ("config", "pid_map")
+    constant = "SPLIT_K"
+    # Annotated here so that the NVIDIA form below may offer other counts of them.
+    values: ClassVar[tuple[int, ...]] = (2, 4, 8)
+    accepted: ClassVar[tuple[int, ...]] = (1, 16)
+    needs: ClassVar[tuple[str, ...]] = ("config", "pid_map")
     marker = ("split_k_pid", None)
-    changes = (
+    changes: ClassVar[tuple[str, ...]] = (
         "add a SPLIT_K constexpr; the work id also selects a K slice",
         "each program loops over its slice of K blocks only",
         "store fp32 partials to a [SPLIT_K, m, n] workspace, then sum and cast to bf16 on the host",
@@ -227,7 +231,9 @@ class _HopperSplitK(SplitK, replaces_on="nvidia"):
         "and writes c. No torch operation runs per call, so launch replay still applies. "
         "SPLIT_K_MAX bounds the split; the workspace is scratch reused per shape, never a result."
     )
-    constant, values, accepted = "SPLIT_K_MAX", (4, 8), (1, 2, 16)
+    constant = "SPLIT_K_MAX"
+    values = (4, 8)
+    accepted = (1, 2, 16)
     marker = ("split_k_reduce", None)
     needs = ("config", "pid_map", "epilogue")
     changes = (
