@@ -120,6 +120,35 @@ async def test_prescreen_checks_one_small_shape_without_timing(backend):
     assert bad.outcome is Outcome.WRONG_OUTPUT
 
 
+async def test_outputs_are_judged_on_one_torch_thread_and_the_callers_count_is_restored(backend, monkeypatch):
+    """The parent judges with torch's intra-op threads off (a busy second core made every parallel
+    region of the reference wait), and gives the caller its own thread count back, also after a
+    wrong output; the verdicts are the ones a judge on two threads gives."""
+    import torch
+    from kernel_scientist.evaluator import _simulated
+
+    threads_seen: list[int] = []
+    check = _simulated.check_failure
+
+    def recording(ref, data, output):
+        threads_seen.append(torch.get_num_threads())
+        return check(ref, data, output)
+
+    monkeypatch.setattr(_simulated, "check_failure", recording)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        ok = await backend.evaluate(SEEDLIKE, submission_id=1, secret_seed=3)
+        assert torch.get_num_threads() == 2
+        wrong = await backend.evaluate(SKIPS_SCALE, submission_id=1, secret_seed=3)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    assert ok.outcome is Outcome.PASSED, ok.reason
+    assert wrong.outcome is Outcome.WRONG_OUTPUT and "mismatch" in wrong.reason
+    assert threads_seen and set(threads_seen) == {1}
+
+
 async def test_an_oversized_tile_is_a_compile_error_on_the_device(backend):
     from evaluator_kernels import tiled_source
 
