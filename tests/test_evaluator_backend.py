@@ -156,6 +156,63 @@ async def test_an_oversized_tile_is_a_compile_error_on_the_device(backend):
     assert report.outcome is Outcome.COMPILE_ERROR and "shared memory" in report.reason
 
 
+_BRANCHES = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def kernel(a_ptr, c_ptr, MODE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    a = tl.load(a_ptr + offs[:, None] * BLOCK + offs[None, :])
+    if MODE == 0:
+        acc = tl.dot(a, a, max_num_imprecise_acc=0)
+    elif MODE == 1:
+        acc = tl.dot(a.to(tl.float16), a.to(tl.float16))
+    else:
+        a16 = a.to(tl.bfloat16)
+        acc = triton.language.dot(a16, a16)
+        triton.language.atomic_add(c_ptr + offs, 1.0)
+    tl.store(c_ptr + offs[:, None] * BLOCK + offs[None, :], acc)
+"""
+
+
+def test_a_kernel_launched_with_several_settings_is_read_per_setting(tmp_path, monkeypatch):
+    """Launch capture reads a kernel's source once, however many constexpr settings launch it: each
+    launch's features still follow the branches its own constexprs take, whichever came first, and
+    are those of ``kernel_features`` on the source (calls named by a module path count too)."""
+    import importlib.util
+
+    import torch
+    from kernel_scientist.evaluator._capture import capture_launches, kernel_features
+
+    (tmp_path / "branches.py").write_text(_BRANCHES)
+    spec = importlib.util.spec_from_file_location("ks_test_branches", tmp_path / "branches.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    a = torch.empty((16, 16), dtype=torch.float8_e4m3fn, device="meta")
+    c = torch.empty((16, 16), dtype=torch.float32, device="meta")
+    launches = []
+    modes = [1, 0, 2, 1, 0]
+    with capture_launches(launches, None):
+        for mode in modes:
+            module.kernel[(1,)](a, c, MODE=mode, BLOCK=16)
+    names = ("has_dot", "precise_acc", "atomic", "upcast_bf16", "upcast_fp32", "upcast_to")
+    got = [{n: getattr(x, n) for n in names} for x in launches]
+    assert got[0] == {**dict.fromkeys(names, False), "has_dot": True, "upcast_bf16": True, "upcast_to": "float16"}
+    assert got[1] == {**dict.fromkeys(names, False), "has_dot": True, "precise_acc": True, "upcast_to": ""}
+    assert got[2] == {
+        **dict.fromkeys(names, False),
+        "has_dot": True,
+        "atomic": True,
+        "upcast_bf16": True,
+        "upcast_to": "bfloat16",
+    }
+    assert got[3:] == got[:2]
+    source = module.kernel.src
+    assert got == [kernel_features(source, {"MODE": m, "BLOCK": 16}) for m in modes]
+
+
 async def test_precision_flags_follow_the_branch_a_launch_takes():
     """A kernel with a precise fp8 branch and an fp16 branch is timed as the branch its launch's
     constexpr selects (on Hopper the two cost differently), not as whatever its source mentions."""
