@@ -78,9 +78,7 @@ def serve() -> None:
     from kernel_scientist.evaluator._child import RESULT_FILE, child_main, preload
 
     preload()
-    _interpreter.skip_unchecked_overflow()  # work the interpreter repeats or drops, removed before any fork
-    _interpreter.remember_lang_patches()
-    _interpreter.rewrite_library_helpers()
+    _interpreter.remove_repeated_work()  # work the interpreter repeats or drops, removed before any fork
     root = tempfile.mkdtemp(prefix="ks-sandbox-", dir=os.getcwd())  # inside the parent's dir: it removes both
     write_frame(frame_out, Ready(pid=os.getpid()))
     try:
