@@ -140,8 +140,15 @@ class SimulatedBackend:
 
     # -- lifetime --------------------------------------------------------------------------------
     def __enter__(self) -> SimulatedBackend:
-        self._pool.start()
+        self._pool.launch()  # its preload (seconds) overlaps the caller's own start: wait_started waits
         return self
+
+    def wait_started(self) -> None:
+        """Wait until the sandbox takes jobs; raises SandboxError if it cannot start. A campaign
+        calls it before its blackboard exists (after the reference report, which runs meanwhile),
+        so a sandbox that cannot start still refuses the campaign before anything is written; the
+        first pre-screen or evaluation waits too."""
+        self._pool.start()
 
     def __exit__(self, *exc) -> None:
         self.close()

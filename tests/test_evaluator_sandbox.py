@@ -163,3 +163,34 @@ def test_nothing_outlives_a_killed_evaluator(tmp_path):
         ]
         time.sleep(0.05)
     assert not alive, f"still running after their owner was killed: {alive}"
+
+
+async def test_a_backend_launches_its_server_on_entry_and_the_first_run_waits_for_it():
+    """``with backend`` only launches the fork server (its preload overlaps the caller's start);
+    a pre-screen right after entry waits for it and passes."""
+    with SimulatedBackend(TASK, noise=0.0) as backend:
+        server = backend._server
+        assert server.running  # launched, perhaps not ready yet
+        report = await backend.prescreen(TASK.seed_source)
+        assert report.outcome is Outcome.PASSED, report.reason
+        backend.wait_started()  # ready already: returns at once
+        assert server.running
+
+
+def test_a_sandbox_that_cannot_start_refuses_a_campaign_before_its_blackboard_exists(tmp_path, monkeypatch):
+    """The fork server's Ready wait moved from ``with backend`` to after the reference report;
+    a server that does not start still stops a new campaign before its file is written."""
+    from kernel_scientist.blackboard import load_scenario
+    from kernel_scientist.evaluator import SandboxError, _sandbox
+
+    from kernel_scientist import campaign
+
+    monkeypatch.setattr(_sandbox, "_STARTUP_S", 0.0)  # no server is ready within no time
+    with SimulatedBackend(TASK) as backend:
+        with pytest.raises(SandboxError, match="did not start"):
+            backend.wait_started()
+    scenario = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / "smoke.toml", [])
+    db = tmp_path / "board.sqlite"
+    with pytest.raises(SandboxError, match="did not start"):
+        campaign.start(scenario, db)
+    assert not db.exists()
