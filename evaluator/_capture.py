@@ -39,9 +39,10 @@ _LAUNCH_OPTIONS = {
 }
 _AMD_KNOBS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack")
 _features_cache: dict[tuple, dict[str, Any]] = {}
-# Per kernel function (by id; _signature_cache keeps the function alive): its source, parsed tree
-# and that tree unparsed, read once however many constexpr settings it is launched with.
-_parsed_cache: dict[int, tuple[str, ast.Module | None, str | None]] = {}
+# Per kernel function (by id; _signature_cache keeps the function alive): its source, parsed tree,
+# that tree unparsed, and the names its features can depend on (``_deciding``), read once however
+# many constexpr settings it is launched with.
+_parsed_cache: dict[int, tuple[str, ast.Module | None, str | None, frozenset[str]]] = {}
 # Keyed by the function itself (which the entry keeps alive), per process: a call is captured up to
 # 23 times per evaluation, and inspect.signature was a fifth of launch capture's time.
 _signature_cache: dict[Callable, inspect.Signature] = {}
@@ -206,6 +207,22 @@ def _features(
     return feats
 
 
+def _deciding(tree: ast.Module | None) -> frozenset[str]:
+    """The names a launch's constexprs can change the features through: ``_static_value`` reads
+    the constexprs only for names inside an ``if`` or ``x if c else y`` condition (which decide the
+    branches) and inside a ``max_num_imprecise_acc=`` value, and deciding branches only ever keeps
+    parts of those expressions. Two settings that agree on these names have the same features."""
+    if tree is None:
+        return frozenset()
+    exprs: list[ast.AST] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.If, ast.IfExp)):
+            exprs.append(node.test)
+        elif isinstance(node, ast.keyword) and node.arg == "max_num_imprecise_acc":
+            exprs.append(node.value)
+    return frozenset(n.id for e in exprs for n in ast.walk(e) if isinstance(n, ast.Name))
+
+
 def _callee(func: ast.expr) -> str:
     """``ast.unparse(func)`` for what a call names: a plain dotted name (``tl.dot``) is written
     as unparse writes it, without its machinery (every call of the kernel is looked at); anything
@@ -260,14 +277,16 @@ def _record_launch(kernel, args: tuple, grid, kwargs: dict) -> Launch:
     meta = {**values, **{k: v for k, v in kwargs.items() if k in _LAUNCH_OPTIONS}}
     g = grid(meta) if callable(grid) else grid
     g = tuple(int(x) for x in (g if isinstance(g, (tuple, list)) else (g,)))
-    key = (id(pyfn), tuple(sorted(constexprs.items())))
+    parsed = _parsed_cache.get(id(pyfn))
+    if parsed is None:
+        src = _source_of(kernel)
+        tree = _parse(src)
+        text = None if tree is None else ast.unparse(tree)
+        parsed = _parsed_cache[id(pyfn)] = (src, tree, text, _deciding(tree))
+    src, tree, text, deciding = parsed
+    # Settings that agree on every name a decision reads (BLOCK_M rarely is one) share features.
+    key = (id(pyfn), tuple(sorted((k, v) for k, v in constexprs.items() if k in deciding)))
     if key not in _features_cache:
-        parsed = _parsed_cache.get(id(pyfn))
-        if parsed is None:
-            src = _source_of(kernel)
-            tree = _parse(src)
-            parsed = _parsed_cache[id(pyfn)] = (src, tree, None if tree is None else ast.unparse(tree))
-        src, tree, text = parsed
         _features_cache[key] = _features(src, constexprs, tree, text)
     return Launch(
         kernel=getattr(pyfn, "__name__", "kernel"),

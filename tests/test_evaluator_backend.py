@@ -162,11 +162,12 @@ import triton.language as tl
 
 
 @triton.jit
-def kernel(a_ptr, c_ptr, MODE: tl.constexpr, BLOCK: tl.constexpr):
+def kernel(a_ptr, c_ptr, MODE: tl.constexpr, FLIP: tl.constexpr, IMPRECISE: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     a = tl.load(a_ptr + offs[:, None] * BLOCK + offs[None, :])
     if MODE == 0:
-        acc = tl.dot(a, a, max_num_imprecise_acc=0)
+        b = a if FLIP == 0 else a.to(tl.float16)
+        acc = tl.dot(a, b, max_num_imprecise_acc=IMPRECISE)
     elif MODE == 1:
         acc = tl.dot(a.to(tl.float16), a.to(tl.float16))
     else:
@@ -177,10 +178,12 @@ def kernel(a_ptr, c_ptr, MODE: tl.constexpr, BLOCK: tl.constexpr):
 """
 
 
-def test_a_kernel_launched_with_several_settings_is_read_per_setting(tmp_path, monkeypatch):
-    """Launch capture reads a kernel's source once, however many constexpr settings launch it: each
-    launch's features still follow the branches its own constexprs take, whichever came first, and
-    are those of ``kernel_features`` on the source (calls named by a module path count too)."""
+def test_a_kernel_launched_with_several_settings_is_read_per_setting(tmp_path):
+    """Launch capture reads a kernel's source once, however many constexpr settings launch it, and
+    shares features between settings that agree on every name a branch condition or
+    ``max_num_imprecise_acc`` reads (BLOCK here): each launch's features still follow the branches
+    its own constexprs take, whichever came first, and are those of ``kernel_features`` on the
+    source (calls named by a module path count too)."""
     import importlib.util
 
     import torch
@@ -193,24 +196,28 @@ def test_a_kernel_launched_with_several_settings_is_read_per_setting(tmp_path, m
     a = torch.empty((16, 16), dtype=torch.float8_e4m3fn, device="meta")
     c = torch.empty((16, 16), dtype=torch.float32, device="meta")
     launches = []
-    modes = [1, 0, 2, 1, 0]
+    settings = [
+        dict(MODE=1, FLIP=0, IMPRECISE=0, BLOCK=16),
+        dict(MODE=0, FLIP=0, IMPRECISE=0, BLOCK=16),
+        dict(MODE=2, FLIP=0, IMPRECISE=0, BLOCK=16),
+        dict(MODE=1, FLIP=1, IMPRECISE=32, BLOCK=32),
+        dict(MODE=0, FLIP=0, IMPRECISE=0, BLOCK=32),
+        dict(MODE=0, FLIP=1, IMPRECISE=0, BLOCK=16),
+        dict(MODE=0, FLIP=0, IMPRECISE=32, BLOCK=16),
+        dict(MODE=0, FLIP=0, IMPRECISE=0, BLOCK=64),
+    ]
     with capture_launches(launches, None):
-        for mode in modes:
-            module.kernel[(1,)](a, c, MODE=mode, BLOCK=16)
+        for setting in settings:
+            module.kernel[(1,)](a, c, **setting)
     names = ("has_dot", "precise_acc", "atomic", "upcast_bf16", "upcast_fp32", "upcast_to")
     got = [{n: getattr(x, n) for n in names} for x in launches]
-    assert got[0] == {**dict.fromkeys(names, False), "has_dot": True, "upcast_bf16": True, "upcast_to": "float16"}
-    assert got[1] == {**dict.fromkeys(names, False), "has_dot": True, "precise_acc": True, "upcast_to": ""}
-    assert got[2] == {
-        **dict.fromkeys(names, False),
-        "has_dot": True,
-        "atomic": True,
-        "upcast_bf16": True,
-        "upcast_to": "bfloat16",
-    }
-    assert got[3:] == got[:2]
+    plain = {**dict.fromkeys(names, False), "has_dot": True, "upcast_to": ""}
+    fp16 = {**plain, "upcast_bf16": True, "upcast_to": "float16"}
+    precise = {**plain, "precise_acc": True}
+    assert got[:3] == [fp16, precise, {**plain, "atomic": True, "upcast_bf16": True, "upcast_to": "bfloat16"}]
+    assert got[3:] == [fp16, precise, {**fp16, "precise_acc": True}, plain, precise]
     source = module.kernel.src
-    assert got == [kernel_features(source, {"MODE": m, "BLOCK": 16}) for m in modes]
+    assert got == [kernel_features(source, setting) for setting in settings]
 
 
 async def test_precision_flags_follow_the_branch_a_launch_takes():
