@@ -101,6 +101,28 @@ def test_a_candidate_cannot_import_the_reference(server):
     assert result.status == "compile_error" and "reference" in result.reason
 
 
+def test_what_a_candidate_does_to_the_servers_reference_stays_in_its_own_process(server):
+    """The fork server imports the task's reference once and every child draws its inputs from
+    its inherited copy: a candidate that reaches that copy and rewrites it (or empties the server's
+    table) changes nothing for the next candidate, whose result is byte for byte the one before."""
+    before = server.run(request(TASK.seed_source), 20.0, 1000).finished
+    poison = (
+        "import sys\n"
+        "child = sys.modules['kernel_scientist.evaluator._child']\n"
+        "print('preloaded', sum(ref is not None for ref in child._references.values()))\n"
+        "for ref in child._references.values():\n"
+        "    if ref is not None:\n"
+        "        ref.generate_input = lambda **kw: None\n"
+        "child._references.clear()\n"
+        "print('poisoned')\n"
+    )
+    out = server.run(request(poison), 20.0, 1000).finished.output
+    assert "preloaded 1" in out and "poisoned" in out
+    after = server.run(request(TASK.seed_source), 20.0, 1000).finished
+    result = msgspec.msgpack.decode(after.result, type=ChildResult)
+    assert result.status == "ok" and after.result == before.result
+
+
 def test_a_killed_server_is_replaced(server):
     job = server.run(
         request("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nwhile True: pass\n"), 10.0, 1000
