@@ -6,8 +6,9 @@ and torch-extension caches, sends stdout/stderr into the server's output pipe, l
 space (CPU only: RLIMIT_AS would break CUDA), then:
 
 1. draws the check inputs with the task's ``generate_input`` and the ranked shapes' inputs as
-   ``meta`` tensors, *before* the candidate's module exists, and drops the reference module from
-   ``sys.modules`` so a plain ``import reference`` finds nothing;
+   ``meta`` tensors, *before* the candidate's module exists, from the reference module the fork
+   server imported under a private name (``preload_reference``; else it imports it itself), and
+   drops the task's modules from ``sys.modules`` so a plain ``import reference`` finds nothing;
 2. imports the candidate from ``submission.py`` in its directory;
 3. on each check shape runs ``custom_kernel`` on clones (a declared output slot pre-filled with
    NaN) under the Triton CPU interpreter, confirms the inputs were not written, and keeps the
