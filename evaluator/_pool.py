@@ -66,10 +66,10 @@ class SandboxPool:
     """Runs sandbox jobs on ``servers``, needed ones first, expected ones when a server is idle.
 
     ``servers[0]`` is started by ``start`` (or the first ``run``) in the caller's thread, so a
-    server that cannot start is the caller's ``SandboxError`` as before; ``launch`` lets its
-    process start earlier, without waiting. The others start in
-    their own threads at the first ``expect`` (a one-off evaluation never pays for them) and, if
-    they cannot, leave the pool one server smaller.
+    server that cannot start is the caller's ``SandboxError`` as before (``launch`` starts its
+    process earlier, without waiting). The others start in their own threads at the first
+    ``expect`` (a one-off evaluation never pays for them) and, if they cannot, leave the pool one
+    server smaller.
     """
 
     def __init__(self, servers: list[ForkServer]) -> None:
