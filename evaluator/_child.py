@@ -69,7 +69,8 @@ def preload() -> None:
 # task code, no candidate exists yet; what every child did first), so a child draws its inputs from
 # its inherited copy instead of compiling reference.py and utils.py again (about 9 ms of each run).
 # Never in sys.modules, so still unimportable by name; a child gets its own copy-on-write view,
-# so nothing it does to it reaches the server or the next child.
+# so nothing it does to it reaches the server or the next child. (Its import now runs in the
+# server's directory and environment, not the child's: a reference reads neither at import.)
 _references: dict[tuple[tuple[str, str], ...], object] = {}
 
 

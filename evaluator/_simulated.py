@@ -79,9 +79,11 @@ def one_thread():
     """Torch's intra-op parallelism off while the parent judges. The check shapes are small (a few
     thousand elements): a second thread saves nothing, and while a sandboxed candidate holds the
     other core, every parallel region of the reference waits for a thread that cannot run (the
-    main job: 9-15 s of judging on two threads, about 1 s on one). The values do not depend on it:
-    the reference's outputs are bit-identical on one and two threads (checked on the task's check
-    shapes and tests, and the main job's blackboard is identical row for row)."""
+    main job: 9-15 s of judging on two threads, about 1 s on one). The main job's values do not
+    depend on it: the reference's outputs are bit-identical on one and two threads (checked on the
+    task's check shapes and tests; its blackboard is identical row for row). Another task's large
+    reduction may round differently on one thread than on two, as it already did on two cores
+    against eight: one thread makes the verdict the same on every machine."""
     import torch
 
     before = torch.get_num_threads()
