@@ -178,24 +178,41 @@ def kernel(a_ptr, c_ptr, MODE: tl.constexpr, FLIP: tl.constexpr, IMPRECISE: tl.c
 """
 
 
+_CAPTURE_SETTINGS = """
+import importlib.util, json, sys
+import torch
+from kernel_scientist.evaluator._capture import capture_launches, kernel_features
+
+spec = importlib.util.spec_from_file_location("ks_test_branches", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+settings = json.loads(sys.argv[2])
+a = torch.empty((16, 16), dtype=torch.float8_e4m3fn, device="meta")
+c = torch.empty((16, 16), dtype=torch.float32, device="meta")
+launches = []
+with capture_launches(launches, None):
+    for setting in settings:
+        module.kernel[(1,)](a, c, **setting)
+names = ("has_dot", "precise_acc", "atomic", "upcast_bf16", "upcast_fp32", "upcast_to")
+print(json.dumps({
+    "captured": [{n: getattr(x, n) for n in names} for x in launches],
+    "direct": [kernel_features(module.kernel.src, setting) for setting in settings],
+}))
+"""
+
+
 def test_a_kernel_launched_with_several_settings_is_read_per_setting(tmp_path):
     """Launch capture reads a kernel's source once, however many constexpr settings launch it, and
     shares features between settings that agree on every name a branch condition or
     ``max_num_imprecise_acc`` reads (BLOCK here): each launch's features still follow the branches
     its own constexprs take, whichever came first, and are those of ``kernel_features`` on the
-    source (calls named by a module path count too)."""
-    import importlib.util
-
-    import torch
-    from kernel_scientist.evaluator._capture import capture_launches, kernel_features
+    source (calls named by a module path count too). In a child process: Triton imported here
+    before tests/test_task.py sets TRITON_INTERPRET would break its interpreted kernels."""
+    import json
+    import subprocess
+    import sys
 
     (tmp_path / "branches.py").write_text(_BRANCHES)
-    spec = importlib.util.spec_from_file_location("ks_test_branches", tmp_path / "branches.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    a = torch.empty((16, 16), dtype=torch.float8_e4m3fn, device="meta")
-    c = torch.empty((16, 16), dtype=torch.float32, device="meta")
-    launches = []
     settings = [
         dict(MODE=1, FLIP=0, IMPRECISE=0, BLOCK=16),
         dict(MODE=0, FLIP=0, IMPRECISE=0, BLOCK=16),
@@ -206,18 +223,22 @@ def test_a_kernel_launched_with_several_settings_is_read_per_setting(tmp_path):
         dict(MODE=0, FLIP=0, IMPRECISE=32, BLOCK=16),
         dict(MODE=0, FLIP=0, IMPRECISE=0, BLOCK=64),
     ]
-    with capture_launches(launches, None):
-        for setting in settings:
-            module.kernel[(1,)](a, c, **setting)
+    done = subprocess.run(
+        [sys.executable, "-c", _CAPTURE_SETTINGS, str(tmp_path / "branches.py"), json.dumps(settings)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    got = result["captured"]
     names = ("has_dot", "precise_acc", "atomic", "upcast_bf16", "upcast_fp32", "upcast_to")
-    got = [{n: getattr(x, n) for n in names} for x in launches]
     plain = {**dict.fromkeys(names, False), "has_dot": True, "upcast_to": ""}
     fp16 = {**plain, "upcast_bf16": True, "upcast_to": "float16"}
     precise = {**plain, "precise_acc": True}
     assert got[:3] == [fp16, precise, {**plain, "atomic": True, "upcast_bf16": True, "upcast_to": "bfloat16"}]
     assert got[3:] == [fp16, precise, {**fp16, "precise_acc": True}, plain, precise]
-    source = module.kernel.src
-    assert got == [kernel_features(source, setting) for setting in settings]
+    assert got == result["direct"]
 
 
 async def test_precision_flags_follow_the_branch_a_launch_takes():

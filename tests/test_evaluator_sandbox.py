@@ -199,20 +199,43 @@ async def test_a_backend_launches_its_server_on_entry_and_the_first_run_waits_fo
         assert server.running
 
 
+_NO_SERVER = """
+import sys
+from pathlib import Path
+from kernel_scientist import campaign
+from kernel_scientist.blackboard import load_scenario
+from kernel_scientist.evaluator import SandboxError, SimulatedBackend, _sandbox
+
+_sandbox._STARTUP_S = 0.0  # no server is ready within no time
+scenario = load_scenario(Path(sys.argv[1]), [])
+db = Path(sys.argv[2])
+try:
+    campaign.start(scenario, db)
+except SandboxError as exc:
+    print("refused:", exc)
+print("exists:", db.exists())
+"""
+
+
 def test_a_sandbox_that_cannot_start_refuses_a_campaign_before_its_blackboard_exists(tmp_path, monkeypatch):
     """The fork server's Ready wait moved from ``with backend`` to after the reference report;
-    a server that does not start still stops a new campaign before its file is written."""
-    from kernel_scientist.blackboard import load_scenario
+    a server that does not start still stops a new campaign before its file is written. (The
+    campaign runs in a child process: its reference report imports Triton, which this process
+    must not do before tests/test_task.py sets TRITON_INTERPRET.)"""
+    import subprocess
+    import sys
+
     from kernel_scientist.evaluator import SandboxError, _sandbox
 
-    from kernel_scientist import campaign
-
-    monkeypatch.setattr(_sandbox, "_STARTUP_S", 0.0)  # no server is ready within no time
+    monkeypatch.setattr(_sandbox, "_STARTUP_S", 0.0)
     with SimulatedBackend(TASK) as backend:
         with pytest.raises(SandboxError, match="did not start"):
             backend.wait_started()
-    scenario = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / "smoke.toml", [])
+    scenario = Path(__file__).resolve().parents[1] / "scenarios" / "smoke.toml"
     db = tmp_path / "board.sqlite"
-    with pytest.raises(SandboxError, match="did not start"):
-        campaign.start(scenario, db)
+    done = subprocess.run(
+        [sys.executable, "-c", _NO_SERVER, str(scenario), str(db)], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "refused: the fork server did not start" in done.stdout and "exists: False" in done.stdout
     assert not db.exists()
