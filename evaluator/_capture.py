@@ -39,7 +39,10 @@ _LAUNCH_OPTIONS = {
 }
 _AMD_KNOBS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack")
 _features_cache: dict[tuple, dict[str, Any]] = {}
-_parsed_cache: dict[int, ast.Module | None] = {}
+# Per kernel function (by id; _signature_cache keeps the function alive): its source, parsed tree,
+# that tree unparsed, and the names its features can depend on (``_deciding``), read once however
+# many constexpr settings it is launched with.
+_parsed_cache: dict[int, tuple[str, ast.Module | None, str | None, frozenset[str]]] = {}
 # Keyed by the function itself (which the entry keeps alive), per process: a call is captured up to
 # 23 times per evaluation, and inspect.signature was a fifth of launch capture's time.
 _signature_cache: dict[Callable, inspect.Signature] = {}
@@ -139,9 +142,17 @@ def kernel_features(
     plain text search would also catch the epilogue's ``acc.to(tl.bfloat16)``, which is no upcast.
     Code inside helper ``@triton.jit`` functions the kernel calls is not followed.
     """
-    env = dict(constexprs or {})
     tree = tree if tree is not None else _parse(src)
-    if tree is None:
+    return _features(src, constexprs, tree, None if tree is None else ast.unparse(tree))
+
+
+def _features(
+    src: str, constexprs: dict[str, int | bool | float] | None, tree: ast.Module | None, text: str | None
+) -> dict[str, Any]:
+    """``kernel_features`` with ``text``, ``ast.unparse(tree)``, given: a kernel launched with
+    several constexpr settings is unparsed once, not once per setting."""
+    env = dict(constexprs or {})
+    if tree is None or text is None:
         return {
             "has_dot": bool(re.search(r"\btl\.dot(_scaled)?\s*\(", src)),
             "precise_acc": bool(re.search(r"max_num_imprecise_acc\s*=\s*0\b", src)),
@@ -150,7 +161,7 @@ def kernel_features(
             "upcast_fp32": False,
             "upcast_to": "",
         }
-    tree = _TakeBranches(env).visit(ast.parse(ast.unparse(tree)))  # a copy: the cached tree stays whole
+    tree = _TakeBranches(env).visit(ast.parse(text))  # a copy: the cached tree stays whole
     feats: dict[str, Any] = {
         "has_dot": False,
         "precise_acc": False,
@@ -159,17 +170,18 @@ def kernel_features(
         "upcast_fp32": False,
         "upcast_to": "",
     }
-    assigned: dict[str, list[str]] = {}
+    # Each name's assigned expressions, in walk order, unparsed only for a name a dot uses.
+    assigned: dict[str, list[ast.expr]] = {}
     for node in ast.walk(tree):
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
                 if isinstance(t, ast.Name) and node.value is not None:
-                    assigned.setdefault(t.id, []).append(ast.unparse(node.value))
+                    assigned.setdefault(t.id, []).append(node.value)
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
-        func = ast.unparse(node.func)
+        func = _callee(node.func)
         if re.fullmatch(r"(tl|triton\.language)\.atomic_\w+", func):
             feats["atomic"] = True
         if func not in ("tl.dot", "triton.language.dot", "tl.dot_scaled", "triton.language.dot_scaled"):
@@ -184,7 +196,7 @@ def kernel_features(
         for arg in node.args[:2]:
             texts = [ast.unparse(arg)]
             if isinstance(arg, ast.Name):
-                texts += assigned.get(arg.id, [])
+                texts += [ast.unparse(v) for v in assigned.get(arg.id, [])]
             joined = " ".join(texts)
             if cast := re.search(r"\.to\(\s*tl\.(bfloat16|float16)", joined):
                 feats["upcast_bf16"] = True
@@ -193,6 +205,36 @@ def kernel_features(
                 feats["upcast_fp32"] = True
                 feats["upcast_to"] = "float32"
     return feats
+
+
+def _deciding(tree: ast.Module | None) -> frozenset[str]:
+    """The names a launch's constexprs can change the features through: ``_static_value`` reads
+    the constexprs only for names inside an ``if`` or ``x if c else y`` condition (which decide the
+    branches) and inside a ``max_num_imprecise_acc=`` value, and deciding branches only ever keeps
+    parts of those expressions. Two settings that agree on these names have the same features."""
+    if tree is None:
+        return frozenset()
+    exprs: list[ast.AST] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.If, ast.IfExp)):
+            exprs.append(node.test)
+        elif isinstance(node, ast.keyword) and node.arg == "max_num_imprecise_acc":
+            exprs.append(node.value)
+    return frozenset(n.id for e in exprs for n in ast.walk(e) if isinstance(n, ast.Name))
+
+
+def _callee(func: ast.expr) -> str:
+    """``ast.unparse(func)`` for what a call names: a plain dotted name (``tl.dot``) is written
+    as unparse writes it, without its machinery (every call of the kernel is looked at); anything
+    else goes through unparse."""
+    parts: list[str] = []
+    node = func
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        return ".".join([node.id, *reversed(parts)])
+    return ast.unparse(func)
 
 
 def _source_of(kernel) -> str:
@@ -235,12 +277,17 @@ def _record_launch(kernel, args: tuple, grid, kwargs: dict) -> Launch:
     meta = {**values, **{k: v for k, v in kwargs.items() if k in _LAUNCH_OPTIONS}}
     g = grid(meta) if callable(grid) else grid
     g = tuple(int(x) for x in (g if isinstance(g, (tuple, list)) else (g,)))
-    key = (id(pyfn), tuple(sorted(constexprs.items())))
-    if key not in _features_cache:
+    parsed = _parsed_cache.get(id(pyfn))
+    if parsed is None:
         src = _source_of(kernel)
-        if id(pyfn) not in _parsed_cache:
-            _parsed_cache[id(pyfn)] = _parse(src)
-        _features_cache[key] = kernel_features(src, constexprs, _parsed_cache[id(pyfn)])
+        tree = _parse(src)
+        text = None if tree is None else ast.unparse(tree)
+        parsed = _parsed_cache[id(pyfn)] = (src, tree, text, _deciding(tree))
+    src, tree, text, deciding = parsed
+    # Settings that agree on every name a decision reads (BLOCK_M rarely is one) share features.
+    key = (id(pyfn), tuple(sorted((k, v) for k, v in constexprs.items() if k in deciding)))
+    if key not in _features_cache:
+        _features_cache[key] = _features(src, constexprs, tree, text)
     return Launch(
         kernel=getattr(pyfn, "__name__", "kernel"),
         grid=list(g + (1,) * (3 - len(g))),

@@ -30,7 +30,21 @@ functions of Triton's own ``triton.language.standard``: each child read their so
 and compiled them again. ``rewrite_library_helpers`` does that once, in the server, filling the
 interpreter's own cache of rewritten functions, as the first call in a child would.
 
-All three run in the fork server (trusted code, before any candidate exists); every child inherits
+Three smaller ones come from the same profile (the main job, 2026-12-02, py-spy over the children):
+
+- ``_convert_float`` widens fp8 to fp16 bit by bit in numpy (about twenty array operations, twice
+  per ``tl.dot``, 6% of a child): a function of each element's 8 bits alone, so for an 8-bit input
+  ``convert_fp8_by_table`` looks the answer up in the 256 results of the same function, computed
+  once per pair of types and rounding mode;
+- ``_get_np_dtype`` builds its table of 17 types on every call (every load, store and cast; 3%):
+  ``table_np_dtypes`` builds it once from the function itself, and asks it for any type not in it;
+- the interpreter's ``FunctionRewriter`` reads a kernel's source, then builds a whole
+  ``JITFunction`` (which reads and tokenizes the same source again) only for its file name and
+  the line of its ``def``: ``rewrite_from_one_reading`` takes both from the first reading, by the
+  functions ``JITFunction`` itself uses, and leaves to the original every case where building it
+  would fail.
+
+All six run in the fork server (trusted code, before any candidate exists); every child inherits
 them. The interpreter's results are unchanged, so are the evaluator's: the main job's blackboard
 is identical record for record with and without them (docs/evaluator.md, "Wall time").
 """
@@ -39,8 +53,23 @@ from __future__ import annotations
 
 import inspect
 import operator
+import re
+import textwrap
+import types
 
 _GATE = "if not self.builder.options.debug:"
+
+
+def remove_repeated_work() -> dict[str, bool]:
+    """Every shortcut of this module, in the fork server before any fork; which ones applied."""
+    return {
+        "skip_unchecked_overflow": skip_unchecked_overflow(),
+        "remember_lang_patches": remember_lang_patches(),
+        "rewrite_from_one_reading": rewrite_from_one_reading(),
+        "rewrite_library_helpers": rewrite_library_helpers() > 0,
+        "convert_fp8_by_table": convert_fp8_by_table(),
+        "table_np_dtypes": table_np_dtypes(),
+    }
 
 
 def skip_unchecked_overflow() -> bool:
@@ -122,3 +151,158 @@ def rewrite_library_helpers() -> int:
                 continue
             done += 1
     return done
+
+
+def convert_fp8_by_table() -> bool:
+    """Wrap the interpreter's ``_convert_float`` (see the module note); True when applied."""
+    import numpy as np
+    from triton.runtime import interpreter
+
+    original = getattr(interpreter, "_convert_float", None)
+    if original is None:
+        return False
+    if getattr(original, "_ks_table", False):
+        return True
+    tables: dict[tuple, object] = {}
+    every_byte = np.arange(256, dtype=np.uint8)
+
+    def _convert_float(input, input_dtype, output_dtype, rounding_mode):
+        # Elementwise in each element's bits (its branches only touch the elements they select),
+        # so the 256 answers for an 8-bit type are the whole function; any other input as before.
+        if getattr(input_dtype, "primitive_bitwidth", None) != 8 or getattr(input, "dtype", None) is None:
+            return original(input, input_dtype, output_dtype, rounding_mode)
+        if input.dtype.itemsize != 1:
+            return original(input, input_dtype, output_dtype, rounding_mode)
+        key = (input_dtype, output_dtype, rounding_mode)
+        table = tables.get(key)
+        if table is None:
+            table = tables[key] = original(every_byte, input_dtype, output_dtype, rounding_mode)
+        return table[np.frombuffer(input.tobytes(), dtype=np.uint8)].reshape(input.shape)
+
+    _convert_float._ks_table = True  # type: ignore[attr-defined]
+    _convert_float.__wrapped__ = original  # type: ignore[attr-defined]
+    interpreter._convert_float = _convert_float
+    return True
+
+
+def table_np_dtypes() -> bool:
+    """Replace the interpreter's ``_get_np_dtype`` (see the module note); True when applied, which
+    is only where the original reads as this module expects (the branches below, then its table)."""
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    original = getattr(interpreter, "_get_np_dtype", None)
+    if original is None:
+        return False
+    if getattr(original, "_ks_table", False):
+        return True
+    try:
+        body = _body(original)
+    except (OSError, TypeError):
+        return False
+    if not all(line in body for line in _NP_DTYPE_LINES):
+        return False
+    scalars = {}
+    for value in vars(tl).values():
+        if isinstance(value, tl.dtype) and not isinstance(value, (tl.pointer_type, tl.block_type)):
+            try:
+                scalars[value] = original(value)
+            except Exception:  # noqa: BLE001 - not in its table (void): left to the original
+                continue
+
+    def _get_np_dtype(tt_dtype):
+        if isinstance(tt_dtype, tl.pointer_type):
+            return np.dtype(np.uint64)
+        key = tt_dtype
+        if isinstance(tt_dtype, tl.block_type):
+            if isinstance(tt_dtype.element_ty, tl.pointer_type):
+                return np.dtype(np.uint64)
+            key = tt_dtype.element_ty
+        try:
+            return scalars[key]
+        except (KeyError, TypeError):  # not in the table: the original answers, or fails its own way
+            return original(tt_dtype)
+
+    _get_np_dtype._ks_table = True  # type: ignore[attr-defined]
+    _get_np_dtype.__wrapped__ = original  # type: ignore[attr-defined]
+    interpreter._get_np_dtype = _get_np_dtype
+    return True
+
+
+_NP_DTYPE_LINES = (
+    "if isinstance(tt_dtype, tl.pointer_type):\nreturn np.dtype(np.uint64)\nnp_types = {",
+    "if isinstance(tt_dtype, tl.block_type):\nif isinstance(tt_dtype.element_ty, tl.pointer_type):\n"
+    "return np.dtype(np.uint64)\nreturn np_types[tt_dtype.element_ty]\nreturn np_types[tt_dtype]",
+)
+
+
+# What rewrite_from_one_reading stands in for: the interpreter's rewrite_ast and the helper that
+# builds a JITFunction for two of its fields, as Triton 3.4-3.8 write them.
+_REWRITE_AST = """\
+lines, _ = inspect.getsourcelines(self.fn)
+except Exception:
+return self.fn
+self.filename, self.def_file_lineno = self._get_jit_fn_file_line()
+self.def_lineno = self._find_def(lines)
+src = self._prepare_source(lines)
+transformed_ast = self._transform_ast(src)
+return self._compile_and_exec(transformed_ast)"""
+_FILE_LINE = """\
+jit_func = JITFunction(self.fn)
+return jit_func.file_name, jit_func.def_file_line_number"""
+
+
+def _body(fn) -> str:
+    lines = [ln.strip() for ln in inspect.getsource(fn).splitlines()]
+    return "\n".join(ln for ln in lines if ln and not ln.startswith(("#", "def ", "try:", "from ")))
+
+
+def rewrite_from_one_reading() -> bool:
+    """Replace ``FunctionRewriter.rewrite_ast`` (see the module note); True when applied, which is
+    only where Triton's two methods read as this module expects."""
+    from triton.runtime import interpreter, jit
+
+    rewriter = getattr(interpreter, "FunctionRewriter", None)
+    original = getattr(rewriter, "rewrite_ast", None)
+    if rewriter is None or original is None:
+        return False
+    if getattr(original, "_ks_one_reading", False):
+        return True
+    try:
+        expected = _body(original) == _REWRITE_AST and _body(rewriter._get_jit_fn_file_line) == _FILE_LINE
+    except (OSError, TypeError, AttributeError):
+        expected = False
+    indent, def_line = getattr(jit, "INDENT_PATTERN", None), getattr(jit, "get_def_line_number", None)
+    if not expected or indent is None or def_line is None:
+        return False
+
+    def file_line(fn, lines: list[str], start: int) -> tuple[str, int] | None:
+        """JITFunction(fn).file_name and .def_file_line_number from the same lines, or None
+        where building that JITFunction would raise (then the original runs and raises it)."""
+        if not isinstance(fn, types.FunctionType):
+            return None
+        raw = "".join(lines)
+        src = textwrap.dedent(raw)
+        if indent.search(raw) is None or re.search(r"^def\s+\w+\s*\(", src, re.MULTILINE) is None:
+            return None
+        return fn.__code__.co_filename, def_line(lines, start)
+
+    def rewrite_ast(self):
+        try:
+            lines, start = inspect.getsourcelines(self.fn)
+        except Exception:
+            return self.fn
+        found = file_line(self.fn, lines, start)
+        if found is None:
+            return original(self)
+        self.filename, self.def_file_lineno = found
+        self.def_lineno = self._find_def(lines)
+        src = self._prepare_source(lines)
+        transformed_ast = self._transform_ast(src)
+        return self._compile_and_exec(transformed_ast)
+
+    rewrite_ast._ks_one_reading = True  # type: ignore[attr-defined]
+    rewrite_ast.__wrapped__ = original  # type: ignore[attr-defined]
+    rewriter.rewrite_ast = rewrite_ast
+    return True

@@ -66,9 +66,10 @@ class SandboxPool:
     """Runs sandbox jobs on ``servers``, needed ones first, expected ones when a server is idle.
 
     ``servers[0]`` is started by ``start`` (or the first ``run``) in the caller's thread, so a
-    server that cannot start is the caller's ``SandboxError`` as before. The others start in
-    their own threads at the first ``expect`` (a one-off evaluation never pays for them) and, if
-    they cannot, leave the pool one server smaller.
+    server that cannot start is the caller's ``SandboxError`` as before (``launch`` starts its
+    process earlier, without waiting). The others start in their own threads at the first
+    ``expect`` (a one-off evaluation never pays for them) and, if they cannot, leave the pool one
+    server smaller.
     """
 
     def __init__(self, servers: list[ForkServer]) -> None:
@@ -82,10 +83,16 @@ class SandboxPool:
         self._running = 0
         self.stats = PoolStats()
 
+    def launch(self) -> None:
+        """Start the first server's process without waiting for it (``start`` waits): what the
+        caller does next overlaps its preload."""
+        if not self._threads:
+            self._servers[0].launch()
+
     def start(self) -> None:
         if self._threads:
             return
-        self._servers[0].start()
+        self._servers[0].start()  # in the caller's thread, before any pool thread touches it
         self._closing = False
         self._add_thread()
 

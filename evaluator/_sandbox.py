@@ -78,19 +78,21 @@ class ForkServer:
     def __init__(self) -> None:
         self._proc: subprocess.Popen | None = None
         self._cwd: str | None = None  # made on start, removed on close
+        self._ready = False  # its Ready frame was read: it takes jobs
 
     @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
-    def start(self) -> None:
+    def launch(self) -> None:
+        """Start the server's process and return at once: its preload (seconds) overlaps whatever
+        the caller does next; ``start`` (or the first ``run``) then waits for it to be ready."""
         if self.running:
             return
         self.stop()
         if self._cwd is None or not os.path.isdir(self._cwd):
             self._cwd = tempfile.mkdtemp(prefix="ks-server-")
-        log = Path(self._cwd) / "server.log"
-        with log.open("ab") as err:  # the child keeps its own copy of the descriptor
+        with self._log().open("ab") as err:  # the child keeps its own copy of the descriptor
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "kernel_scientist.evaluator._server"],
                 stdin=subprocess.PIPE,
@@ -102,19 +104,31 @@ class ForkServer:
                 close_fds=True,
                 bufsize=0,
             )
+
+    def _log(self) -> Path:
+        assert self._cwd is not None  # made by launch
+        return Path(self._cwd) / "server.log"
+
+    def start(self) -> None:
+        """Launch the server if it is not running, and wait until it is ready for jobs."""
+        if self.running and self._ready:
+            return
+        self.launch()
+        assert self._proc is not None and self._proc.stdout is not None  # launch made them
         try:
-            assert self._proc.stdout is not None  # Popen(stdout=PIPE)
             frame = read_frame(self._proc.stdout.fileno(), time.monotonic() + _STARTUP_S)
         except (FrameTimeout, ChannelClosed):
+            log = self._log()
             tail = log.read_text(errors="replace")[-500:] if log.exists() else ""
             self.stop()
             raise SandboxError(f"the fork server did not start within {_STARTUP_S:.0f} s: {tail.strip()}") from None
         if not isinstance(frame, Ready):
             self.stop()
             raise SandboxError(f"the fork server sent {type(frame).__name__} instead of Ready")
+        self._ready = True
 
     def stop(self) -> None:
-        proc, self._proc = self._proc, None
+        proc, self._proc, self._ready = self._proc, None, False
         if proc is None:
             return
         try:

@@ -75,12 +75,10 @@ def serve() -> None:
     os.dup2(devnull, 0)
     os.dup2(2, 1)  # a stray print in the server must not corrupt the frame channel
     from kernel_scientist.evaluator import _interpreter
-    from kernel_scientist.evaluator._child import RESULT_FILE, child_main, preload
+    from kernel_scientist.evaluator._child import RESULT_FILE, child_main, preload, preload_reference
 
     preload()
-    _interpreter.skip_unchecked_overflow()  # work the interpreter repeats or drops, removed before any fork
-    _interpreter.remember_lang_patches()
-    _interpreter.rewrite_library_helpers()
+    _interpreter.remove_repeated_work()  # work the interpreter repeats or drops, removed before any fork
     root = tempfile.mkdtemp(prefix="ks-sandbox-", dir=os.getcwd())  # inside the parent's dir: it removes both
     write_frame(frame_out, Ready(pid=os.getpid()))
     try:
@@ -91,6 +89,7 @@ def serve() -> None:
                 return
             if not isinstance(job, Job):
                 continue
+            preload_reference(job.request.modules)  # once per task, before this job's fork
             workdir = tempfile.mkdtemp(dir=root)
             out_r, out_w = os.pipe()
             pid = os.fork()

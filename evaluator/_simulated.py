@@ -19,6 +19,7 @@ reports are the ones a run on demand gives.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
 import math
@@ -73,6 +74,29 @@ def _versions() -> dict[str, str]:
     return {"python": platform.python_version(), "torch": v("torch"), "triton": v("triton")}
 
 
+@contextlib.contextmanager
+def one_thread():
+    """Torch's intra-op parallelism off while the parent judges. The check shapes are small (a few
+    thousand elements): a second thread saves nothing, and while a sandboxed candidate holds the
+    other core, every parallel region of the reference waits for a thread that cannot run (the
+    main job: 9-15 s of judging on two threads, about 1 s on one). The main job's values do not
+    depend on it: the reference's outputs are bit-identical on one and two threads (checked on the
+    task's check shapes and tests; its blackboard is identical row for row). Another task's large
+    reduction may round differently on one thread than on two, as it already did on two cores
+    against eight: one thread makes the verdict the same on every machine."""
+    import torch
+
+    before = torch.get_num_threads()
+    if before == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _noise(sigma: float, secret_seed: int, submission_id: int, shape: Shape) -> float:
     if sigma <= 0:
         return 1.0
@@ -118,8 +142,15 @@ class SimulatedBackend:
 
     # -- lifetime --------------------------------------------------------------------------------
     def __enter__(self) -> SimulatedBackend:
-        self._pool.start()
+        self._pool.launch()  # its preload (seconds) overlaps the caller's own start: wait_started waits
         return self
+
+    def wait_started(self) -> None:
+        """Wait until the sandbox takes jobs; raises SandboxError if it cannot start. A campaign
+        calls it before its blackboard exists (after the reference report, which runs meanwhile),
+        so a sandbox that cannot start still refuses the campaign before anything is written; the
+        first pre-screen or evaluation waits too."""
+        self._pool.start()
 
     def __exit__(self, *exc) -> None:
         self.close()
@@ -299,6 +330,10 @@ class SimulatedBackend:
         ref = self._reference
         if [o.shape for o in outputs] != expected_shapes:
             return "the candidate's process returned outputs for other shapes than were asked"
+        with one_thread():
+            return self._verdict(ref, outputs, expected_shapes)
+
+    def _verdict(self, ref, outputs: list[CheckOutput], expected_shapes: list[Shape]) -> str | None:
         for i, out in enumerate(outputs):
             s = out.shape
             where = f"on check shape {s.label()} (seed {s.seed})"

@@ -206,9 +206,14 @@ def _open_board(
 ) -> Blackboard:
     """The campaign's blackboard: reopened for a resume; for a new campaign, created with the
     campaign record and the seed kernel, and removed again if that fails half-way."""
+    started = getattr(backend, "wait_started", None)  # a sandbox launched by ``with backend`` (simulated)
     if resume:
+        if started is not None:
+            started()
         return Blackboard(db)
     reference = backend.reference_report()  # the slow part of a start: before the file exists
+    if started is not None:  # its fork server started meanwhile; one that cannot refuses here
+        started()
     db.parent.mkdir(parents=True, exist_ok=True)
     board = Blackboard(db)
     try:

@@ -92,6 +92,8 @@ def one_prescreen_s(scenario) -> tuple[float, float]:
     task = load_task(scenario.task_path())
     t0 = time.perf_counter()
     with make_backend(scenario.evaluator, task) as backend:
+        if hasattr(backend, "wait_started"):  # the fork server's preload, which ``with`` only launches
+            backend.wait_started()
         started = time.perf_counter() - t0
         source = scenario.seed_path().read_text()
         anyio.run(backend.prescreen, source)  # the first also imports the reference: not the anchor

@@ -120,11 +120,125 @@ async def test_prescreen_checks_one_small_shape_without_timing(backend):
     assert bad.outcome is Outcome.WRONG_OUTPUT
 
 
+async def test_outputs_are_judged_on_one_torch_thread_and_the_callers_count_is_restored(backend, monkeypatch):
+    """The parent judges with torch's intra-op threads off (a busy second core made every parallel
+    region of the reference wait), and gives the caller its own thread count back, also after a
+    wrong output; the verdicts are the ones a judge on two threads gives."""
+    import torch
+    from kernel_scientist.evaluator import _simulated
+
+    threads_seen: list[int] = []
+    check = _simulated.check_failure
+
+    def recording(ref, data, output):
+        threads_seen.append(torch.get_num_threads())
+        return check(ref, data, output)
+
+    monkeypatch.setattr(_simulated, "check_failure", recording)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        ok = await backend.evaluate(SEEDLIKE, submission_id=1, secret_seed=3)
+        assert torch.get_num_threads() == 2
+        wrong = await backend.evaluate(SKIPS_SCALE, submission_id=1, secret_seed=3)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    assert ok.outcome is Outcome.PASSED, ok.reason
+    assert wrong.outcome is Outcome.WRONG_OUTPUT and "mismatch" in wrong.reason
+    assert threads_seen and set(threads_seen) == {1}
+
+
 async def test_an_oversized_tile_is_a_compile_error_on_the_device(backend):
     from evaluator_kernels import tiled_source
 
     report = await backend.evaluate(tiled_source(bm=256, bn=256, warps=8, stages=3), submission_id=1, secret_seed=1)
     assert report.outcome is Outcome.COMPILE_ERROR and "shared memory" in report.reason
+
+
+_BRANCHES = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def kernel(a_ptr, c_ptr, MODE: tl.constexpr, FLIP: tl.constexpr, IMPRECISE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    a = tl.load(a_ptr + offs[:, None] * BLOCK + offs[None, :])
+    if MODE == 0:
+        b = a if FLIP == 0 else a.to(tl.float16)
+        acc = tl.dot(a, b, max_num_imprecise_acc=IMPRECISE)
+    elif MODE == 1:
+        acc = tl.dot(a.to(tl.float16), a.to(tl.float16))
+    else:
+        a16 = a.to(tl.bfloat16)
+        acc = triton.language.dot(a16, a16)
+        triton.language.atomic_add(c_ptr + offs, 1.0)
+    tl.store(c_ptr + offs[:, None] * BLOCK + offs[None, :], acc)
+"""
+
+
+_CAPTURE_SETTINGS = """
+import importlib.util, json, sys
+import torch
+from kernel_scientist.evaluator._capture import capture_launches, kernel_features
+
+spec = importlib.util.spec_from_file_location("ks_test_branches", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+settings = json.loads(sys.argv[2])
+a = torch.empty((16, 16), dtype=torch.float8_e4m3fn, device="meta")
+c = torch.empty((16, 16), dtype=torch.float32, device="meta")
+launches = []
+with capture_launches(launches, None):
+    for setting in settings:
+        module.kernel[(1,)](a, c, **setting)
+names = ("has_dot", "precise_acc", "atomic", "upcast_bf16", "upcast_fp32", "upcast_to")
+print(json.dumps({
+    "captured": [{n: getattr(x, n) for n in names} for x in launches],
+    "direct": [kernel_features(module.kernel.src, setting) for setting in settings],
+}))
+"""
+
+
+def test_a_kernel_launched_with_several_settings_is_read_per_setting(tmp_path):
+    """Launch capture reads a kernel's source once, however many constexpr settings launch it, and
+    shares features between settings that agree on every name a branch condition or
+    ``max_num_imprecise_acc`` reads (BLOCK here): each launch's features still follow the branches
+    its own constexprs take, whichever came first, and are those of ``kernel_features`` on the
+    source (calls named by a module path count too). In a child process: Triton imported here
+    before tests/test_task.py sets TRITON_INTERPRET would break its interpreted kernels."""
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "branches.py").write_text(_BRANCHES)
+    settings = [
+        dict(MODE=1, FLIP=0, IMPRECISE=0, BLOCK=16),
+        dict(MODE=0, FLIP=0, IMPRECISE=0, BLOCK=16),
+        dict(MODE=2, FLIP=0, IMPRECISE=0, BLOCK=16),
+        dict(MODE=1, FLIP=1, IMPRECISE=32, BLOCK=32),
+        dict(MODE=0, FLIP=0, IMPRECISE=0, BLOCK=32),
+        dict(MODE=0, FLIP=1, IMPRECISE=0, BLOCK=16),
+        dict(MODE=0, FLIP=0, IMPRECISE=32, BLOCK=16),
+        dict(MODE=0, FLIP=0, IMPRECISE=0, BLOCK=64),
+    ]
+    done = subprocess.run(
+        [sys.executable, "-c", _CAPTURE_SETTINGS, str(tmp_path / "branches.py"), json.dumps(settings)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    got = result["captured"]
+    names = ("has_dot", "precise_acc", "atomic", "upcast_bf16", "upcast_fp32", "upcast_to")
+    plain = {**dict.fromkeys(names, False), "has_dot": True, "upcast_to": ""}
+    fp16 = {**plain, "upcast_bf16": True, "upcast_to": "float16"}
+    precise = {**plain, "precise_acc": True}
+    assert got[:3] == [fp16, precise, {**plain, "atomic": True, "upcast_bf16": True, "upcast_to": "bfloat16"}]
+    assert got[3:] == [fp16, precise, {**fp16, "precise_acc": True}, plain, precise]
+    assert got == result["direct"]
 
 
 async def test_precision_flags_follow_the_branch_a_launch_takes():

@@ -1,6 +1,8 @@
 """The fork server's shortcuts in Triton's CPU interpreter change no result: a kernel with integer
-arithmetic and ``@triton.jit`` helpers gives the same bytes with and without them; the overflow
-check still runs when debug is on; a remembered patch is redone once its namespaces change."""
+arithmetic and ``@triton.jit`` helpers, and an fp8 ``tl.dot``, give the same bytes with and without
+them; the overflow check still runs when debug is on; a remembered patch is redone once its
+namespaces change; the fp8 table and the dtype table answer as the functions they stand in for, on
+every input; a kernel is rewritten with the file and line Triton's own JITFunction gives."""
 
 from __future__ import annotations
 
@@ -28,16 +30,57 @@ _SCRIPT = textwrap.dedent(
         acc += x * (blocks - pid)
         tl.store(out_ptr + offs, acc, mask=offs < n)
 
+    @triton.jit
+    def fp8_dot(a_ptr, b_ptr, c_ptr, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tile = offs[:, None] * BLOCK + offs[None, :]
+        c = tl.dot(tl.load(a_ptr + tile), tl.load(b_ptr + tile))
+        tl.store(c_ptr + tile, c)
+
     def run():
         x = torch.arange(200, dtype=torch.float32) / 7
         out = torch.zeros_like(x)
         scaled_sum[(4,)](x, out, 200, BLOCK=64)
-        return out.numpy().tobytes().hex()
+        gen = torch.Generator().manual_seed(0)
+        a, b = (torch.randn((16, 16), generator=gen).mul(64).to(torch.float8_e4m3fn) for _ in range(2))
+        c = torch.zeros((16, 16), dtype=torch.float32)
+        fp8_dot[(1,)](a, b, c, BLOCK=16)
+        return out.numpy().tobytes().hex() + c.numpy().tobytes().hex()
 
     plain = run()
-    applied = [_interpreter.skip_unchecked_overflow(), _interpreter.remember_lang_patches(),
-               _interpreter.rewrite_library_helpers() > 0]
+    original = {"convert": interpreter._convert_float, "np_dtype": interpreter._get_np_dtype}
+    rewriter = interpreter.FunctionRewriter(scaled_sum.fn)
+    jit_file_line = list(rewriter._get_jit_fn_file_line())
+    interpreter.InterpretedFunction.rewritten_fn.clear()  # rewritten again below, patched
+    applied = _interpreter.remove_repeated_work()
     patched, again = run(), run()
+    rewriter.rewrite_ast()
+    one_reading = [rewriter.filename, rewriter.def_file_lineno] == jit_file_line
+
+    def outcome(fn, *args):
+        try:
+            got = fn(*args)
+        except Exception as exc:
+            return type(exc).__name__
+        return (str(got.dtype), got.shape, got.tobytes().hex()) if isinstance(got, np.ndarray) else str(got)
+
+    from triton._C.libtriton import ir
+    rng = np.random.default_rng(0)
+    every = np.arange(256, dtype=np.uint8)
+    tables_differ = []
+    for src in (tl.float8e5, tl.float8e5b16, tl.float8e4nv, tl.float8e4b8, tl.float8e4b15):
+        for dst in (tl.float16, tl.bfloat16, tl.float32):
+            for mode in (None, ir.ROUNDING_MODE.RTNE, ir.ROUNDING_MODE.RTZ):
+                inputs = [every, every[::-1].reshape(16, 16).T, rng.integers(0, 256, (3, 5, 7), dtype=np.uint8)[:, ::2]]
+                inputs += [every[i : i + 1] for i in range(256)]  # alone: none of the other branches taken
+                for x in inputs:
+                    if outcome(original["convert"], x, src, dst, mode) != outcome(interpreter._convert_float, x, src, dst, mode):
+                        tables_differ.append(f"{src} -> {dst} ({mode})")
+                        break
+    types = [v for v in vars(tl).values() if isinstance(v, tl.dtype)]
+    types += [tl.pointer_type(t) for t in types if t != tl.void] + [tl.block_type(t, [4]) for t in types]
+    types += [tl.block_type(tl.pointer_type(tl.float32), [4])]
+    dtypes_differ = [str(t) for t in types if outcome(original["np_dtype"], t) != outcome(interpreter._get_np_dtype, t)]
 
     # A remembered patch: the second call for the same modules has nothing to do; a change to
     # one of their namespaces makes the next call run in full.
@@ -65,18 +108,23 @@ _SCRIPT = textwrap.dedent(
     except Exception as exc:
         caught = repr(exc)
     print(json.dumps({"applied": applied, "same": plain == patched == again,
-                      "remembered": remembered,
+                      "remembered": remembered, "one_reading": one_reading,
+                      "tables_differ": tables_differ, "dtypes_differ": dtypes_differ,
                       "caught": caught}))
     """
 )
 
 
-def test_the_interpreter_shortcuts_change_no_result():
+def test_the_interpreter_shortcuts_change_no_result(tmp_path):
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, env=env, timeout=300)
+    script = tmp_path / "shortcuts.py"  # a file: the interpreter rewrites kernels it can read the source of
+    script.write_text(_SCRIPT)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
-    assert got["applied"] == [True, True, True]
+    assert got["applied"] == dict.fromkeys(got["applied"], True) and len(got["applied"]) == 6
     assert got["same"]
+    assert got["one_reading"]
+    assert got["tables_differ"] == [] and got["dtypes_differ"] == []
     assert got["remembered"] == [True, 0, True]
     assert "overflow detected" in got["caught"]

@@ -101,6 +101,28 @@ def test_a_candidate_cannot_import_the_reference(server):
     assert result.status == "compile_error" and "reference" in result.reason
 
 
+def test_what_a_candidate_does_to_the_servers_reference_stays_in_its_own_process(server):
+    """The fork server imports the task's reference once and every child draws its inputs from
+    its inherited copy: a candidate that reaches that copy and rewrites it (or empties the server's
+    table) changes nothing for the next candidate, whose result is byte for byte the one before."""
+    before = server.run(request(TASK.seed_source), 20.0, 1000).finished
+    poison = (
+        "import sys\n"
+        "child = sys.modules['kernel_scientist.evaluator._child']\n"
+        "print('preloaded', sum(ref is not None for ref in child._references.values()))\n"
+        "for ref in child._references.values():\n"
+        "    if ref is not None:\n"
+        "        ref.generate_input = lambda **kw: None\n"
+        "child._references.clear()\n"
+        "print('poisoned')\n"
+    )
+    out = server.run(request(poison), 20.0, 1000).finished.output
+    assert "preloaded 1" in out and "poisoned" in out
+    after = server.run(request(TASK.seed_source), 20.0, 1000).finished
+    result = msgspec.msgpack.decode(after.result, type=ChildResult)
+    assert result.status == "ok" and after.result == before.result
+
+
 def test_a_killed_server_is_replaced(server):
     job = server.run(
         request("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nwhile True: pass\n"), 10.0, 1000
@@ -163,3 +185,57 @@ def test_nothing_outlives_a_killed_evaluator(tmp_path):
         ]
         time.sleep(0.05)
     assert not alive, f"still running after their owner was killed: {alive}"
+
+
+async def test_a_backend_launches_its_server_on_entry_and_the_first_run_waits_for_it():
+    """``with backend`` only launches the fork server (its preload overlaps the caller's start);
+    a pre-screen right after entry waits for it and passes."""
+    with SimulatedBackend(TASK, noise=0.0) as backend:
+        server = backend._server
+        assert server.running  # launched, perhaps not ready yet
+        report = await backend.prescreen(TASK.seed_source)
+        assert report.outcome is Outcome.PASSED, report.reason
+        backend.wait_started()  # ready already: returns at once
+        assert server.running
+
+
+_NO_SERVER = """
+import sys
+from pathlib import Path
+from kernel_scientist import campaign
+from kernel_scientist.blackboard import load_scenario
+from kernel_scientist.evaluator import SandboxError, SimulatedBackend, _sandbox
+
+_sandbox._STARTUP_S = 0.0  # no server is ready within no time
+scenario = load_scenario(Path(sys.argv[1]), [])
+db = Path(sys.argv[2])
+try:
+    campaign.start(scenario, db)
+except SandboxError as exc:
+    print("refused:", exc)
+print("exists:", db.exists())
+"""
+
+
+def test_a_sandbox_that_cannot_start_refuses_a_campaign_before_its_blackboard_exists(tmp_path, monkeypatch):
+    """The fork server's Ready wait moved from ``with backend`` to after the reference report;
+    a server that does not start still stops a new campaign before its file is written. (The
+    campaign runs in a child process: its reference report imports Triton, which this process
+    must not do before tests/test_task.py sets TRITON_INTERPRET.)"""
+    import subprocess
+    import sys
+
+    from kernel_scientist.evaluator import SandboxError, _sandbox
+
+    monkeypatch.setattr(_sandbox, "_STARTUP_S", 0.0)
+    with SimulatedBackend(TASK) as backend:
+        with pytest.raises(SandboxError, match="did not start"):
+            backend.wait_started()
+    scenario = Path(__file__).resolve().parents[1] / "scenarios" / "smoke.toml"
+    db = tmp_path / "board.sqlite"
+    done = subprocess.run(
+        [sys.executable, "-c", _NO_SERVER, str(scenario), str(db)], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "refused: the fork server did not start" in done.stdout and "exists: False" in done.stdout
+    assert not db.exists()
