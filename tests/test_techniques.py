@@ -83,7 +83,7 @@ def test_the_catalogue_per_vendor():
     undone = layout.apply(copied, {"operands": "none"})
     assert "contiguous()" not in undone.split("# region: layout")[1].split("# endregion: layout")[0]
     assert [v.label for v in layout.variants(copied)][0] == "no K-contiguous copies"
-    hopper_only = {"fp16_prepass", "tma_descriptors", "warp_specialize"}
+    hopper_only = {"fp16_prepass", "tma_descriptors", "warp_specialize", "scale_fold"}
     assert hopper_only <= set(nvidia) and not hopper_only & set(amd)
     assert nvidia["persistent"].variants(SEED)[0].params == {"NUM_SMS": 132}
     tuner = {t.name: t for t in knowledge.catalogue("amd")}["in_submission_tuning"]
