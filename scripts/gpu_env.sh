@@ -9,3 +9,6 @@ else
   export PYTHONPATH=/tmp/ks-layout
 fi
 export PYTHONUNBUFFERED=1
+# From the checkout's root, plain `python3 -m kernel_scientist` would import the checkout's kernel_scientist/
+# folder (the current directory comes first on sys.path) instead of the layout: the scripts call
+# `python3 -P -m kernel_scientist` (Python 3.11+: no current directory on sys.path).

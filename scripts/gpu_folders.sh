@@ -21,13 +21,13 @@ check() { python3 scripts/check_folders.py "$@" --max-calls 20 --shape-budget 1.
 if [ -n "$rk" ]; then
   echo "== public pmpp folders"; check "$rk"/problems/pmpp/*_py --json "$out/folders-pmpp.json" 2>&1 | tee "$out/folders-pmpp.log"
   echo "== public amd fp8-mm with the seed kernel (e4m3fnuz inputs on NVIDIA)"
-  python3 -m kernel_scientist evaluate evaluator/tasks/amd_fp8_mm/submission.py --task "$rk/problems/amd/fp8-mm" \
+  python3 -P -m kernel_scientist evaluate evaluator/tasks/amd_fp8_mm/submission.py --task "$rk/problems/amd/fp8-mm" \
     --backend local --json > "$out/fp8-public-seed.json" 2> "$out/fp8-public-seed.err"
   echo "rc=$?"; python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(r['outcome'], r['score_us'], r['reason'][:300])" "$out/fp8-public-seed.json"
 fi
 [ "$seconds" = 0 ] && exit 0
 echo "== stencil campaign, offline brain, ${seconds} s"
-timeout -s KILL "$seconds" python3 -m kernel_scientist run scenarios/stencil_h200.toml --db "$out/stencil.sqlite" --quiet
+timeout -s KILL "$seconds" python3 -P -m kernel_scientist run scenarios/stencil_h200.toml --db "$out/stencil.sqlite" --quiet
 echo "campaign rc=$? (137: stopped by its time limit)"
 python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('PRAGMA wal_checkpoint(TRUNCATE)'); c.close()" "$out/stencil.sqlite"
-python3 -m kernel_scientist status --db "$out/stencil.sqlite" | head -24 | tee "$out/stencil-status.txt"
+python3 -P -m kernel_scientist status --db "$out/stencil.sqlite" | head -24 | tee "$out/stencil-status.txt"

@@ -30,11 +30,11 @@ echo "ray start: $((SECONDS - began)) s"
 ray status 2>&1 | tee "$out/ray-status.txt" | grep -E "GPU|CPU|node_" | head -8
 slice() {  # a campaign slice: Ctrl-C at its time limit (the campaign stops cleanly)
   local db=$1; shift
-  timeout -s INT -k 60 "$seconds" python3 -m kernel_scientist run scenarios/amd_fp8_mm_h200.toml \
+  timeout -s INT -k 60 "$seconds" python3 -P -m kernel_scientist run scenarios/amd_fp8_mm_h200.toml \
     --db "$db" --quiet --set "evaluator.in_flight=$gpus" "$@" > "${db%.sqlite}.out" 2>&1
   echo "slice $(basename "$db"): rc=$? (124: stopped by Ctrl-C at its time limit, as planned)"
   python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('PRAGMA wal_checkpoint(TRUNCATE)'); c.close()" "$db"
-  python3 -m kernel_scientist logs --db "$db" --agent evaluator --kind evaluation | tail -12
+  python3 -P -m kernel_scientist logs --db "$db" --agent evaluator --kind evaluation | tail -12
 }
 slice "$out/ray.sqlite" --set evaluator.backend=ray --set evaluator.ray_address=auto
 slice "$out/local.sqlite" --set evaluator.backend=local

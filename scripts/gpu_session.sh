@@ -19,7 +19,7 @@ if [ "$attacks" = 1 ]; then
      > "$out/attacks.log" 2>&1; echo "attack suite rc=$?" >> "$out/attacks.log") &
 fi
 db="$out/h200.sqlite"
-ks() { CUDA_VISIBLE_DEVICES=$campaign_gpus timeout -s KILL "$seconds" python3 -m kernel_scientist "$@"; }
+ks() { CUDA_VISIBLE_DEVICES=$campaign_gpus timeout -s KILL "$seconds" python3 -P -m kernel_scientist "$@"; }
 if [ "$start" = NEW ]; then
   ks run scenarios/amd_fp8_mm_h200.toml --db "$db" --quiet --set "evaluator.in_flight=$((gpus - attacks))"
 else
@@ -28,8 +28,8 @@ else
 fi
 echo "campaign slice rc=$? (137: stopped by its time limit, as planned)"
 python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('PRAGMA wal_checkpoint(TRUNCATE)'); c.close()" "$db"
-python3 -m kernel_scientist status --db "$db" | head -16
-python3 -m kernel_scientist export --db "$db" --out "$out/best_kernel.py"
+python3 -P -m kernel_scientist status --db "$db" | head -16
+python3 -P -m kernel_scientist export --db "$db" --out "$out/best_kernel.py"
 benched=(--db "$db"); for extra in "$@"; do benched+=(--db "$extra"); done
 CUDA_VISIBLE_DEVICES=0 python3 scripts/bench_leaderboard.py "${benched[@]}" --out "$out/bench.json" --budget 0.4 \
   --max-calls 30 --do-bench 2>&1 | tail -24
