@@ -284,15 +284,15 @@ class WarpSpecialize(Technique):
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
         on = self._param(params, "warp_specialize", (True, False))
         loop = self._loop(source)
-        if self.detect(source) == {"warp_specialize": on}:
+        if ("warp_specialize=True" in loop) == on:
             return source
-        if on and has(source, "split_k_reduce"):
+        if not on:
+            return replace_line(source, "tile", loop, "for work_id in range(tl.program_id(0), num_work, NUM_SMS):")
+        if has(source, "split_k_reduce"):
             raise NotApplicable(f"{self.name}: {WS_CONFLICT}")
-        if on:
-            return replace_line(
-                source,
-                "tile",
-                loop,
-                "for work_id in tl.range(tl.program_id(0), num_work, NUM_SMS, flatten=True, warp_specialize=True):",
-            )
-        return replace_line(source, "tile", loop, "for work_id in range(tl.program_id(0), num_work, NUM_SMS):")
+        return replace_line(
+            source,
+            "tile",
+            loop,
+            "for work_id in tl.range(tl.program_id(0), num_work, NUM_SMS, flatten=True, warp_specialize=True):",
+        )
