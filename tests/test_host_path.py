@@ -226,3 +226,100 @@ def test_a_call_that_runs_a_torch_op_or_passes_a_fresh_tensor_is_never_replayed(
         run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
         assert run.returncode == 0, run.stderr[-2000:]
         assert run.stdout.split() == ["6"], (extra, b_arg)  # the body ran on every call
+
+
+class _Launcher36:
+    """A launcher object laid out as triton 3.6's CudaLauncher: its C ``launch`` function, the
+    scratch sizes, and the Python ``__call__`` that a replay's C path skips."""
+
+    global_scratch_size, global_scratch_align, profile_scratch_size, num_ctas = 64, 128, 0, 1
+    launch_cooperative_grid, launch_pdl = False, False
+
+    def __init__(self, calls):
+        self.calls = calls
+
+    def launch(self, *argv):
+        self.calls.append(("c", *argv))
+
+    def __call__(self, *argv):
+        self.calls.append(("run", *argv))
+
+
+class _Kernel36(_Kernel):
+    arg_names = ("a", "b", "c", "n", "BLOCK")
+
+    def __getitem__(self, grid):
+        def jit(*args, **cfg):
+            self.calls.append(("jit", grid, args, cfg))
+            compiled = _Compiled(self.calls)
+            compiled.run = _Launcher36(self.calls)
+            return compiled
+
+        return jit
+
+
+def _with_allocator(ns, fresh: bool):
+    """Triton's scratch allocator as triton 3.6 keeps it (a context variable's value), handing out
+    one buffer per size and stream, or new memory on every request."""
+    given = []
+
+    def allocate(size, align, stream):
+        if fresh or not given:
+            given.append(("scratch", size, stream, len(given)))
+        return given[-1]
+
+    ns["triton"].runtime._allocation = types.SimpleNamespace(_allocator=types.SimpleNamespace(get=lambda: allocate))
+    return given
+
+
+def test_replayed_launches_call_the_c_function_with_the_scratch_and_stream_fixed(monkeypatch):
+    ns, helpers = _replay_namespace(monkeypatch)
+    given = _with_allocator(ns, fresh=False)
+    current = [1234]  # the current stream, as torch would report it
+    ns["triton"].runtime.driver.active.get_current_stream = lambda device: current[0]
+    ns["KERNEL"] = kernel = _Kernel36()
+    fn = _compile(ns, helpers, _BODY.format(extra="", b_arg="b"))
+    calls = [_inputs() for _ in range(6)]
+    for data in calls:
+        assert fn(data) is data[2]
+    assert len(ns["BODY_RUNS"]) == 3
+    c_calls = [c for c in kernel.calls if c[0] == "c"]
+    assert len(c_calls) == 3 and len(given) == 1  # one scratch buffer for every replayed launch
+    for data, call in zip(calls[3:], c_calls):
+        # grid, stream 1234, function, no cooperative grid or PDL, the scratch, no profile scratch,
+        # the packed metadata, no launch metadata or hooks, then the inputs and the constexprs
+        assert call[:14] == ("c", 8, 1, 1, 1234, "fn", False, False, given[0], None, ("packed",), None, None, None)
+        assert call[14] is data[0] and call[15] is data[1] and call[16] is data[2] and call[17:] == (8, 4)
+    # another current stream than the recorded one: the plan is dropped, every call runs as written
+    current[0] = 99
+    before = len(ns["BODY_RUNS"])
+    fn(_inputs())
+    fn(_inputs())
+    assert len(ns["BODY_RUNS"]) == before + 2
+    assert kernel.calls[-1][:5] == ("run", 8, 1, 1, 99)
+
+
+def test_an_allocator_that_hands_out_new_memory_keeps_the_launchers_own_path(monkeypatch):
+    ns, helpers = _replay_namespace(monkeypatch)
+    _with_allocator(ns, fresh=True)
+    ns["KERNEL"] = kernel = _Kernel36()
+    fn = _compile(ns, helpers, _BODY.format(extra="", b_arg="b"))
+    for _ in range(6):
+        fn(_inputs())
+    assert len(ns["BODY_RUNS"]) == 3  # still replayed, through the launcher object
+    assert not [c for c in kernel.calls if c[0] == "c"]
+    assert [c[0] for c in kernel.calls[-3:]] == ["run", "run", "run"]
+
+
+def test_the_signature_tells_apart_what_a_launch_specialises_on():
+    from kernel_scientist.knowledge.techniques.replay import REPLAY
+
+    ns = {"torch": torch}
+    start = REPLAY.index("def _ks_signature")
+    exec(REPLAY[start : REPLAY.index("def _ks_c_launch")], ns)
+    signature = ns["_ks_signature"]
+    base = torch.zeros(64)
+    same = signature((base[:32], 3))
+    assert signature((torch.zeros(64)[:32], 3)) == same
+    for other in ((base[1:33], 3), (base[:32].double(), 3), (base[:16], 3), (base[:32], 4), (base[:32], 3.0)):
+        assert signature(other) != same, other

@@ -15,6 +15,14 @@ argument was either one of the inputs or the same buffer both times, no torch op
 in-place zeroing or a per-call copy would be skipped by a replay) and the result was one of the
 inputs, later calls replay the launches with the new call's tensors in the same argument positions.
 Anything else, and every call runs as written. The GPU does all the work on every call.
+
+A replayed call is the signature, one lookup and the launches. On triton 3.6 a direct launcher's
+replay calls the compiled C function itself, with the scratch memory and the stream fixed when the
+plan was made (a call on another stream drops the plan): the launcher object's Python allocates
+scratch and reads the stream on every launch. On an H200 inside the harness's protocol an empty
+kernel cost 16.4-17.5 us that way against 18.5-20.2 us through the launcher object, and the old
+signature (device objects, an alignment sum per tensor) 8-15 us per call (docs/h200.md, eighth
+session).
 """
 
 from __future__ import annotations
@@ -33,13 +41,58 @@ _KS_RECORDING = []  # while a call is recorded, one list: its launches, (launche
 
 def _ks_signature(data):
     """What a recorded call depends on besides the values: each tensor's shape, strides, dtype,
-    device and 16-byte alignment (Triton specialises on it; torch's storages start aligned, so the
-    offset into one decides); any other argument itself."""
-    return tuple(
-        (t.shape, t.stride(), t.dtype, t.device, t.storage_offset() * t.element_size() % 16 == 0)
+    device index and storage offset (Triton specialises on a pointer's 16-byte alignment, which the
+    offset decides: torch's storages start aligned); any other argument itself. Read as plainly as
+    possible: it runs on every call (a device object or an alignment sum per tensor cost 2.5x)."""
+    return tuple([
+        (t.shape, t.stride(), t.dtype, t.get_device(), t.storage_offset())
         if isinstance(t, torch.Tensor) else (type(t), t)
         for t in data
-    )
+    ])
+
+
+def _ks_c_launch(runner):
+    """For a direct launcher (lean_host's) on a Triton whose launcher object is laid out as triton
+    3.6's: its C function, every argument before the kernel's own fixed for the current stream, and
+    (stream_of, device, stream) to check that stream by. A replay then skips the launcher object's
+    Python, which allocates the scratch memory and reads the stream on every launch. None for
+    another layout, or where the scratch allocator hands out new memory per launch."""
+    parts = getattr(runner, "parts", None)
+    if parts is None:
+        return None
+    run, function, packed, grid, device, stream_of = parts
+    launch = getattr(run, "launch", None)
+    if launch is None or hasattr(run, "arg_annotations") or getattr(run, "profile_scratch_size", 1):
+        return None  # another Triton's layout, or a profiler's scratch memory
+    stream = stream_of(device)
+    scratch = None
+    if run.global_scratch_size:
+        allocator = getattr(getattr(getattr(triton.runtime, "_allocation", None), "_allocator", None), "get", None)
+        if allocator is None:
+            return None
+        allocate = allocator()
+        size = grid[0] * grid[1] * grid[2] * run.num_ctas * run.global_scratch_size
+        scratch = allocate(size, run.global_scratch_align, stream)
+        if allocate(size, run.global_scratch_align, stream) is not scratch:
+            return None  # fresh memory per launch: keep the launcher's own allocation
+    head = [*grid, stream, function, run.launch_cooperative_grid, run.launch_pdl, scratch, None, packed, None, None, None]
+    return launch, head, (stream_of, device, stream)
+
+
+def _ks_plan(roles):
+    """The replayable launches of two agreeing recordings: (launcher, argument list with the
+    inputs' places empty, (place, input index) pairs), and the stream check of the C launches."""
+    launches, check = [], None
+    for runner, arg_roles in roles:
+        template = [None if kind == "input" else value for kind, value in arg_roles]
+        slots = tuple((p, value) for p, (kind, value) in enumerate(arg_roles) if kind == "input")
+        direct = _ks_c_launch(runner)
+        if direct is not None and (check is None or direct[2] == check):
+            runner, head, check = direct
+            template = head + template
+            slots = tuple((p + len(head), index) for p, index in slots)
+        launches.append((runner, template, slots))
+    return launches, check
 
 
 def _ks_roles(launches, data):
@@ -86,13 +139,16 @@ def _ks_replayed(fn):
         key = _ks_signature(data)
         plan = _KS_PLANS.get(key)
         if plan is not None:
-            launches, result = plan
-            for runner, template, slots in launches:
-                args = list(template)
-                for position, index in slots:
-                    args[position] = data[index]
-                runner(*args)
-            return data[result]
+            launches, result, check = plan
+            if check is None or check[0](check[1]) == check[2]:
+                for launch, template, slots in launches:
+                    args = template.copy()
+                    for position, index in slots:
+                        args[position] = data[index]
+                    launch(*args)
+                return data[result]
+            del _KS_PLANS[key]  # another stream than the recorded one: run as written from now on
+            recordings[key] = "no"
         seen = recordings.get(key)
         if seen is None or seen == "no":  # the first call may tune, compile and allocate
             recordings[key] = [] if seen is None else "no"
@@ -111,14 +167,8 @@ def _ks_replayed(fn):
         elif not seen:
             seen.append((roles, result))
         elif _ks_same(seen[0][0], roles) and seen[0][1] == result:
-            _KS_PLANS[key] = (
-                [
-                    (runner, tuple(None if kind == "input" else value for kind, value in arg_roles),
-                     tuple((p, value) for p, (kind, value) in enumerate(arg_roles) if kind == "input"))
-                    for runner, arg_roles in roles
-                ],
-                result,
-            )
+            launches, check = _ks_plan(roles)
+            _KS_PLANS[key] = (launches, result, check)
         else:
             recordings[key] = "no"
         return out

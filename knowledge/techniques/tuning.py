@@ -162,6 +162,7 @@ def _direct(compiled, grid):
     def launch(*args):
         run(g0, g1, g2, stream_of(device), function, packed, None, None, None, *args)
 
+    launch.parts = (run, function, packed, (g0, g1, g2), device, stream_of)  # for launch_replay's C path
     return launch
 
 

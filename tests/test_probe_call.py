@@ -1,0 +1,43 @@
+"""scripts/probe_call.py, the ladder of a timed call's host work, in its CPU dry-run mode."""
+
+from __future__ import annotations
+
+import json
+
+from _support import ROOT, script
+
+SEED = ROOT / "evaluator" / "tasks" / "amd_fp8_mm" / "submission.py"
+
+
+def _probe(*args, cwd):
+    return script("probe_call.py", *args, cwd=cwd, env={"TRITON_INTERPRET": "1"})
+
+
+def test_it_times_each_rung_in_the_harness_pattern(tmp_path):
+    done = _probe(
+        str(SEED),
+        "--device",
+        "cpu",
+        "--calls",
+        "2",
+        "--shapes",
+        "64x64x128",
+        "--out",
+        str(tmp_path / "p.json"),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    (row,) = json.loads((tmp_path / "p.json").read_text())["rows"]
+    assert row["shape"] == "64x64x128" and row["calls"] == 2
+    # no compiled launchers in the interpreter: the direct and C rungs and the stamped replay need a GPU
+    assert set(row["rungs"]) == {"noop", "signature", "empty_jit", "submission", "twice", "spin", "no_sync"}
+    for rung in row["rungs"].values():
+        assert 0 < rung["median_us"] and 0 < rung["mean_us"]
+    assert row["rungs"]["noop"]["median_us"] < row["rungs"]["submission"]["median_us"]
+
+
+def test_bad_input_is_one_line(tmp_path):
+    done = _probe(str(tmp_path / "nope.py"), "--device", "cpu", cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr and "is not a file" in done.stderr
+    done = _probe(str(SEED), "--device", "cpu", "--shapes", "1x2x3", cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr and "no shape 1x2x3" in done.stderr
