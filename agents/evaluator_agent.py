@@ -62,7 +62,8 @@ class EvaluatorAgent(Agent):
         board = self.board
         kernel = board.kernel(sub.kernel_id)
         started = self.now()
-        waiting = len(board.submissions(SubmissionState.QUEUED))
+        queued = board.submissions(SubmissionState.QUEUED)  # in lease order
+        waiting = len(queued)
         why = (
             "the seed baseline" if sub.expected_value >= SEED_PRIORITY else f"expected value {sub.expected_value:+.3f}"
         )
@@ -74,6 +75,9 @@ class EvaluatorAgent(Agent):
             hypothesis_id=kernel.hypothesis_id,
             text=f"evaluating kernel {kernel.id} ({why}, attempt {sub.attempts}, {waiting} still queued)",
         )
+        # The candidates most likely to come next: a backend may compile them while this one
+        # holds the hardware.
+        self.ctx.backend.prepare([board.kernel(s.kernel_id).source for s in queued])
         # Real work (sandboxed CPU check, launch capture) runs inline; the hardware's time is then
         # charged to the campaign clock.
         report = await self.ctx.backend.evaluate(kernel.source, submission_id=sub.id, secret_seed=self.secret_seed)

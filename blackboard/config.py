@@ -150,6 +150,10 @@ class EvaluatorConfig(_Strict, frozen=True):
     # local backend: start each GPU's next harness process while the current one runs, so its
     # start-up is not on the GPU's critical path (each candidate still gets a fresh process).
     spare_process: bool = True
+    # local backend: how many queued candidates are compiled ahead, each in the harness process that
+    # will evaluate it, while another candidate holds the GPU (a dry pass that runs nothing on the
+    # GPU; evaluator/_prepare.py). 0 turns it off.
+    prepare_ahead: Annotated[int, msgspec.Meta(ge=0, le=8)] = 2
     # The rules on what the kernel may call (a torch matmul doing the task's work is rejected,
     # statically and at run time). A campaign's goal is a custom kernel, so on by default;
     # `evaluate` judges as a leaderboard does and leaves them off.

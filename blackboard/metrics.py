@@ -154,9 +154,10 @@ def evaluation_phases(evals: list[Evaluation]) -> dict[str, float]:
 
 
 def started_early(phases: dict[str, float]) -> bool:
-    """The harness process waited for its request (a spare): its start-up was not on the GPU's
-    critical path, so its ``preload_s`` is not part of the evaluation's wall time."""
-    return phases.get("idle_s", 0.0) > 0.05
+    """The harness process waited for its request (a spare), or was compiling the candidate ahead
+    (``prepare_s``: it was started before the request and sent a dry pass): its start-up was not
+    on the GPU's critical path, so its ``preload_s`` is not part of the evaluation's wall time."""
+    return phases.get("idle_s", 0.0) > 0.05 or "prepare_s" in phases
 
 
 def _median(values: list[float]) -> float:

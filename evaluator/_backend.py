@@ -51,6 +51,11 @@ class Backend(Protocol):
         """The task's own reference implementation, timed the same way: the anchor of speed-ups."""
         ...
 
+    def prepare(self, sources: list[str]) -> None:
+        """A hint, never blocking: the sources the next evaluations will probably be, most likely
+        first. A backend may compile them ahead (the local one does); others ignore it."""
+        ...
+
 
 class BackendUnavailable(Exception):
     """The chosen backend cannot run on this machine; the message says which setting and why."""
@@ -86,7 +91,7 @@ def make_backend(
         except ClusterError as exc:
             raise BackendUnavailable(f"{where}: {exc}") from None
     try:
-        return LocalBackend(task, spare=cfg.spare_process, **harness)
+        return LocalBackend(task, spare=cfg.spare_process, prepare_ahead=cfg.prepare_ahead, **harness)
     except RuntimeError as exc:  # no GPU visible: the constructor's reason, then our own advice
         reason = str(exc).split(";")[0]
         raise BackendUnavailable(f"{where}: {reason}; use {instead} on this machine") from None

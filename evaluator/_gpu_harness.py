@@ -37,10 +37,11 @@ from pathlib import Path
 import msgspec
 from kernel_scientist.evaluator._capture import heavy_op_verdict, torch_recorder
 from kernel_scientist.evaluator._lifetime import die_with_parent
+from kernel_scientist.evaluator._prepare import dry_pass
 from kernel_scientist.evaluator._rundir import generate_input, import_reference, import_submission, isolate_candidate
 from kernel_scientist.evaluator._task import check_failure, task_flops
 from kernel_scientist.evaluator._values import clone_data, modified_inputs, not_plain, prefill_output
-from kernel_scientist.evaluator._wire import GpuRequest, GpuResult, GpuStatus, ShapeSamples
+from kernel_scientist.evaluator._wire import PREPARE, GpuRequest, GpuResult, GpuStatus, ShapeSamples
 
 
 def _versions() -> dict[str, str]:
@@ -159,17 +160,18 @@ def time_shape(
     return ShapeSamples(shape=shape, event_us=events, host_us=hosts, call_us=calls), failure
 
 
-def run(req: GpuRequest, phases: dict[str, float] | None = None) -> GpuResult:
+def run(req: GpuRequest, phases: dict[str, float] | None = None, ref=None) -> GpuResult:
     """The protocol on ``req``; ``phases`` (the start-up's, from ``main``) gains this run's
-    phases and comes back in the result."""
+    phases and comes back in the result. ``ref``: the task's reference as a dry pass loaded it
+    (before the candidate's code first ran), else it is loaded here."""
     phases = dict(phases or {})
     began = time.perf_counter()
-    result = _run(req, phases)
+    result = _run(req, phases, ref)
     phases.setdefault("setup_s", time.perf_counter() - began)
     return msgspec.structs.replace(result, phases={k: round(v, 3) for k, v in phases.items()})
 
 
-def _run(req: GpuRequest, phases: dict[str, float]) -> GpuResult:
+def _run(req: GpuRequest, phases: dict[str, float], ref=None) -> GpuResult:
     import torch
 
     began = time.perf_counter()
@@ -180,7 +182,7 @@ def _run(req: GpuRequest, phases: dict[str, float]) -> GpuResult:
         phases[name] = now - began
         began = now
 
-    ref = import_reference(req.modules)
+    ref = ref or import_reference(req.modules)
     device = torch.cuda.get_device_name(0) if req.device == "cuda" else "cpu (Triton interpreter)"
     versions = _versions()
     isolate_candidate(req.modules, Path.cwd())  # the working directory is the candidate's own
@@ -253,12 +255,26 @@ def main() -> None:
     fd = int(sys.argv[1])
     _preload()
     ready = time.perf_counter()
-    token = sys.stdin.buffer.readline().strip()
+    phases = {"preload_s": ready - began}
+    line, ahead, ref = sys.stdin.buffer.readline(), None, None
+    if line == PREPARE:  # a dry pass first (evaluator/_prepare.py), then the real request
+        ahead = msgspec.msgpack.decode(sys.stdin.buffer.read(int(sys.stdin.buffer.readline())), type=GpuRequest)
+        try:
+            done, ref = dry_pass(ahead, Path.cwd())
+            phases.update(done)
+        except BaseException:  # noqa: BLE001 - a pass cut short leaves the real run to compile
+            pass
+        ready = time.perf_counter()
+        line = sys.stdin.buffer.readline()
+    token = line.strip()
     req = msgspec.msgpack.decode(sys.stdin.buffer.read(), type=GpuRequest)
-    phases = {"preload_s": ready - began, "idle_s": time.perf_counter() - ready}
+    phases["idle_s"] = time.perf_counter() - ready
     os.set_inheritable(fd, False)
     channel = os.fdopen(fd, "wb")
-    result = run(req, phases)
+    if ahead is not None and ahead.source != req.source:  # one process, one candidate: never another's
+        result = GpuResult("crash", "the harness process was prepared for another candidate")
+    else:
+        result = run(req, phases, ref)
     channel.write(token + b"\n" + msgspec.msgpack.encode(result))
     channel.close()
     os._exit(0)  # skip interpreter teardown: a broken CUDA context can hang at exit

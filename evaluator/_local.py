@@ -37,7 +37,7 @@ from kernel_scientist.evaluator._devices import DeviceSpec, l2_flush_bytes, spec
 from kernel_scientist.evaluator._rules import rule_verdict
 from kernel_scientist.evaluator._sandbox import last_output, scrubbed_env
 from kernel_scientist.evaluator._task import Task, mix_seed
-from kernel_scientist.evaluator._wire import OUTCOME_OF, GpuRequest, GpuResult
+from kernel_scientist.evaluator._wire import OUTCOME_OF, PREPARE, GpuRequest, GpuResult
 
 _HOST_SLACK = 1.5  # host time beyond 1.5x the events (+ launch slack) means work the events missed
 _HOST_SLACK_US = 300.0
@@ -92,6 +92,7 @@ class LocalBackend:
         min_calls: int = 3,
         rel_stderr: float = 0.001,
         spare: bool = True,
+        prepare_ahead: int = 0,
     ) -> None:
         """``device="cpu"`` runs the same processes and protocol on the CPU under Triton's
         interpreter, timed by the host clock: every guarantee but the speed, for tests.
@@ -99,7 +100,9 @@ class LocalBackend:
         Each ranked shape gets ``min_calls`` to ``max_calls`` timed calls, fewer than the most once
         the standard error of the events is under ``rel_stderr`` of their mean. With ``spare``
         each GPU's next harness process is started while the current one runs (still one fresh
-        process per candidate; its start-up is then off the GPU's critical path)."""
+        process per candidate; its start-up is then off the GPU's critical path). With
+        ``prepare_ahead`` (and ``spare``) that many candidates named by ``prepare`` are compiled
+        ahead, each in the process that will evaluate it (evaluator/_prepare.py)."""
         if device not in ("cuda", "cpu"):
             raise ValueError(f"device must be 'cuda' or 'cpu', not {device!r}")
         self.task = task
@@ -124,6 +127,7 @@ class LocalBackend:
         self._free = list(self.gpus)
         self._slots = anyio.Semaphore(len(self.gpus))
         self._spares = _Spares(device) if spare else None
+        self.prepare_ahead = prepare_ahead if spare else 0
 
     def __enter__(self) -> LocalBackend:
         return self
@@ -146,6 +150,17 @@ class LocalBackend:
             return self.report(Outcome.REJECTED_BY_RULE, rejected, 0, 0)
         return self.report(Outcome.PASSED, "static rules and syntax clean", 0, 0)
 
+    def prepare(self, sources: list[str]) -> None:
+        """Compile the first ``prepare_ahead`` of ``sources`` (those the static rules pass) ahead:
+        each gets a harness process of its own that runs a dry pass (nothing on the GPU) and then
+        waits for its real request. Never blocks; a candidate evaluated without one is simply
+        compiled in its own run, as before."""
+        if self._spares is None or not self.prepare_ahead:
+            return
+        wanted = [s for s in dict.fromkeys(sources) if rule_verdict(s, own_kernel=self.own_kernel) is None]
+        ahead = [(s, self.request(s, 0)) for s in wanted[: self.prepare_ahead]]
+        self._spares.prepare(self.gpus[0], ahead, self.prepare_ahead)
+
     def reference_report(self) -> EvalReport:
         """Time the task's own PyTorch reference on the first GPU (the leaderboard's anchor)."""
         return self._evaluate_on(self.gpus[0], "", 0, 0, reference=True)
@@ -166,7 +181,7 @@ class LocalBackend:
         self, gpu: str, source: str, submission_id: int, secret_seed: int, reference: bool = False
     ) -> EvalReport:
         req = self.request(source, secret_seed, reference=reference)
-        process = self._spares.take(gpu) if self._spares is not None else None
+        process = self._spares.take(gpu, source) if self._spares is not None else None
         run = run_harness(req, gpu, self.timeout_s, self.output_limit, process)
         return self.judge(run, submission_id, secret_seed, self._here())
 
@@ -343,6 +358,9 @@ def phase_note(phases: dict[str, float]) -> str:
     text = ", ".join(f"{label} {phases[key]:.1f} s" for key, label in names.items() if key in phases)
     if early and "preload_s" in phases:
         text += f"; start-up {phases['preload_s']:.1f} s before the request"
+    if "prepare_s" in phases:
+        calls = int(phases.get("prepare_calls", 0))
+        text += f"; compiled ahead in {phases['prepare_s']:.1f} s ({calls} dry call{'s' * (calls != 1)})"
     return text
 
 
@@ -387,6 +405,7 @@ class HarnessProcess:
             TORCH_EXTENSIONS_DIR=os.path.join(self.workdir, ".torch_ext"),
         )
         self.proc: subprocess.Popen | None = None
+        self.prepared: str | None = None  # the source of the dry pass it was sent, if any
         self.log = open(os.path.join(self.workdir, ".output"), "w+b")
         self.read_fd, write_fd = os.pipe()
         try:
@@ -408,6 +427,15 @@ class HarnessProcess:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def prepare(self, req: GpuRequest) -> None:
+        """Send ``req`` for a dry pass (evaluator/_prepare.py): the process compiles the candidate
+        ahead, then waits for its real request, which ``serve`` must send for the same source."""
+        assert self.proc is not None and self.proc.stdin is not None  # started, stdin=PIPE
+        payload = msgspec.msgpack.encode(req)
+        self.proc.stdin.write(PREPARE + str(len(payload)).encode() + b"\n" + payload)
+        self.proc.stdin.flush()
+        self.prepared = req.source
 
     def serve(self, req: GpuRequest, timeout_s: float, output_limit: int) -> HarnessRun:
         """Send ``req`` with a fresh per-run token, wait for the process to end or overrun
@@ -459,47 +487,89 @@ class HarnessProcess:
 class _Spares:
     """Each GPU's next harness process, started when the current one is taken, so that its
     start-up (Python, torch, Triton: seconds) overlaps the current candidate's run instead of
-    following it. A spare is still a fresh process that serves exactly one candidate; it touches
-    no GPU before its request. The spares are started from one long-lived thread because a harness
-    process dies with the thread that started it (``PR_SET_PDEATHSIG`` follows the parent
-    thread), and evaluations run in worker threads that may end while a spare waits."""
+    following it; and the processes of candidates compiled ahead (``prepare``), one per source. A
+    spare is still a fresh process that serves exactly one candidate; it touches no GPU before its
+    request (a prepared one only compiles). The processes are started from one long-lived thread
+    because a harness process dies with the thread that started it (``PR_SET_PDEATHSIG`` follows
+    the parent thread), and evaluations run in worker threads that may end while a spare waits."""
 
     def __init__(self, device: Literal["cuda", "cpu"]) -> None:
         self.device = device
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ks-harness-spare")
         self._next: dict[str, Future[HarnessProcess]] = {}
+        self._ahead: dict[tuple[str, str], Future[HarnessProcess]] = {}  # (gpu, source) -> prepared, oldest first
         self._lock = threading.Lock()
         self._closed = [False]
         # A backend used without ``with`` (scripts) still leaves no process or directory behind.
-        weakref.finalize(self, _close_spares, self._next, self._pool, self._lock, self._closed)
+        weakref.finalize(self, _close_spares, self._next, self._ahead, self._pool, self._lock, self._closed)
 
-    def take(self, gpu: str) -> HarnessProcess | None:
-        """The spare started for ``gpu`` (None for the first evaluation, or once closed), and the
-        next one started in its place."""
+    def take(self, gpu: str, source: str | None = None) -> HarnessProcess | None:
+        """The process prepared for ``source`` on ``gpu`` if there is one; else the spare started
+        for ``gpu`` (None for the first evaluation, or once closed), and the next one started in
+        its place."""
         with self._lock:
             if self._closed[0]:
                 return None
-            ready = self._next.pop(gpu, None)
-            self._next[gpu] = self._pool.submit(HarnessProcess, gpu, self.device)
+            ready = self._ahead.pop((gpu, source), None) if source is not None else None
+            if ready is None:
+                ready = self._next.pop(gpu, None)
+                self._next[gpu] = self._pool.submit(HarnessProcess, gpu, self.device)
         try:
             return ready.result() if ready is not None else None
         except OSError:  # it could not start (no memory, say): the evaluation starts its own
             return None
 
+    def prepare(self, gpu: str, ahead: list[tuple[str, GpuRequest]], keep: int) -> None:
+        """Processes for the sources of ``ahead`` that have none yet, each sent its dry pass; at
+        most ``keep`` per GPU, those no longer named discarded first (oldest first)."""
+        with self._lock:
+            if self._closed[0]:
+                return
+            named = {(gpu, source) for source, _ in ahead}
+            for source, req in ahead:
+                key = (gpu, source)
+                if key in self._ahead:
+                    continue
+                mine = [k for k in self._ahead if k[0] == gpu]
+                stale = [k for k in mine if k not in named]
+                if len(mine) >= keep:
+                    if not stale:
+                        break
+                    self._pool.submit(_discard, self._ahead.pop(stale[0]))
+                self._ahead[key] = self._pool.submit(_prepared, gpu, self.device, req)
+
     def close(self) -> None:
-        _close_spares(self._next, self._pool, self._lock, self._closed)
+        _close_spares(self._next, self._ahead, self._pool, self._lock, self._closed)
+
+
+def _prepared(gpu: str, device: Literal["cuda", "cpu"], req: GpuRequest) -> HarnessProcess:
+    process = HarnessProcess(gpu, device)
+    try:
+        process.prepare(req)
+    except OSError:  # it died at once (BrokenPipeError): serve then finds it dead and starts another
+        pass
+    return process
+
+
+def _discard(future: Future[HarnessProcess]) -> None:
+    with contextlib.suppress(Exception):
+        future.result().discard()
 
 
 def _close_spares(
-    spares: dict[str, Future[HarnessProcess]], pool: ThreadPoolExecutor, lock: threading.Lock, closed: list[bool]
+    spares: dict[str, Future[HarnessProcess]],
+    ahead: dict[tuple[str, str], Future[HarnessProcess]],
+    pool: ThreadPoolExecutor,
+    lock: threading.Lock,
+    closed: list[bool],
 ) -> None:
     with lock:
         closed[0] = True
-        pending = list(spares.values())
+        pending = [*spares.values(), *ahead.values()]
         spares.clear()
+        ahead.clear()
     for future in pending:
-        with contextlib.suppress(Exception):
-            future.result().discard()
+        _discard(future)
     pool.shutdown(wait=True)
 
 

@@ -273,6 +273,9 @@ class RayBackend:
     async def prescreen(self, source: str) -> EvalReport:
         return await self._parent.prescreen(source)
 
+    def prepare(self, sources: list[str]) -> None:
+        """The cluster's workers start their own harness processes: nothing is compiled ahead."""
+
     def reference_report(self) -> EvalReport:
         """The task's PyTorch reference timed on some GPU of the cluster (the campaign's anchor),
         with the same retries as an evaluation; called before the campaign's loop starts."""

@@ -170,6 +170,9 @@ class SimulatedBackend:
         pre-screen that never reaches the (simulated) service."""
         return self._run("prescreen", source, 0, 0)
 
+    def prepare(self, sources: list[str]) -> None:
+        """Nothing to compile ahead here (the Backend protocol's hint)."""
+
     def reference_report(self) -> EvalReport:
         """The task's own reference implementation, timed by the same model on the ranked shapes:
         the "speed-up over reference" anchor. Its torch work is recorded on meta tensors in this

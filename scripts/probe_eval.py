@@ -1,7 +1,8 @@
 """How many evaluations an hour one GPU gives, and where each evaluation's wall time goes: the
 campaign's own local backend (``evaluator.LocalBackend``, the harness's whole protocol: tests,
 ranked shapes with fresh inputs, an L2 flush and a re-check per timed call) run on submission
-files back to back, with and without the spare harness process, under the stop rule given.
+files back to back, with and without the spare harness process, and with the next two files compiled
+ahead (``prepare``: the campaign's default, evaluator/_prepare.py), under the stop rule given.
 
     python scripts/probe_eval.py FILE.py [FILE.py ...] [--rounds 2] [--min-calls 3 --max-calls 20
         --rel-stderr 0.001 --budget 1.0] [--out probe.json]
@@ -39,7 +40,7 @@ async def _run(args: argparse.Namespace) -> dict:
     files = [("seed", task.seed_source)] + [(Path(f).name, Path(f).read_text()) for f in args.files]
     out: dict = {"settings": vars(args), "modes": {}}
     for mode in args.modes.split(","):
-        spare = mode == "spare"
+        spare = mode in ("spare", "prepare")
         rows = []
         with LocalBackend(
             task,
@@ -50,29 +51,31 @@ async def _run(args: argparse.Namespace) -> dict:
             shape_budget_s=args.budget,
             own_kernel=True,
             spare=spare,
+            prepare_ahead=2 if mode == "prepare" else 0,
             device="cpu" if args.small else "cuda",
         ) as backend:
             began = time.perf_counter()
-            for round_ in range(args.rounds):
-                for name, source in files:
-                    t0 = time.perf_counter()
-                    report = await backend.evaluate(source, submission_id=len(rows) + 1, secret_seed=round_ + 1)
-                    wall = time.perf_counter() - t0
-                    rows.append(
-                        {
-                            "file": name,
-                            "round": round_,
-                            "outcome": report.outcome.value,
-                            "score_us": report.score_us,
-                            "wall_s": round(wall, 2),
-                            "notes": report.provenance.notes,
-                        }
-                    )
-                    print(
-                        f"{mode:5} {name:32} {report.outcome.value:12} {report.score_us or 0:8.1f} us"
-                        f"  {wall:5.1f} s  {report.provenance.notes}",
-                        flush=True,
-                    )
+            order = [(round_, name, source) for round_ in range(args.rounds) for name, source in files]
+            for i, (round_, name, source) in enumerate(order):
+                backend.prepare([s for _, _, s in order[i + 1 : i + 3] if s != source])  # as the evaluator agent does
+                t0 = time.perf_counter()
+                report = await backend.evaluate(source, submission_id=len(rows) + 1, secret_seed=round_ + 1)
+                wall = time.perf_counter() - t0
+                rows.append(
+                    {
+                        "file": name,
+                        "round": round_,
+                        "outcome": report.outcome.value,
+                        "score_us": report.score_us,
+                        "wall_s": round(wall, 2),
+                        "notes": report.provenance.notes,
+                    }
+                )
+                print(
+                    f"{mode:5} {name:32} {report.outcome.value:12} {report.score_us or 0:8.1f} us"
+                    f"  {wall:5.1f} s  {report.provenance.notes}",
+                    flush=True,
+                )
             total = time.perf_counter() - began
         per_hour = 3600 * len(rows) / total
         out["modes"][mode] = {"rows": rows, "total_s": round(total, 1), "per_gpu_hour": round(per_hour, 1)}
@@ -95,11 +98,15 @@ def main() -> int:
     p.add_argument("--budget", type=float, default=1.0, help="wall seconds per ranked shape")
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument("--out", default="")
-    p.add_argument("--modes", default="cold,spare", help="cold (a process started per request), spare, or both")
+    p.add_argument(
+        "--modes",
+        default="cold,spare",
+        help="any of cold (a process per request), spare, prepare (spare + compiled ahead)",
+    )
     p.add_argument("--small", action="store_true", help="dry run on the CPU (interpreter), two small shapes")
     args = p.parse_args()
-    if set(args.modes.split(",")) - {"cold", "spare"}:
-        print(f"probe_eval: --modes takes cold and/or spare, not {args.modes!r}", file=sys.stderr)
+    if set(args.modes.split(",")) - {"cold", "spare", "prepare"}:
+        print(f"probe_eval: --modes takes cold, spare and/or prepare, not {args.modes!r}", file=sys.stderr)
         return 2
     missing = [f for f in args.files if not Path(f).is_file()]
     if missing:

@@ -1,0 +1,204 @@
+"""Compiling a candidate ahead, in its own harness process, while another candidate holds the GPU.
+
+Compiling is most of an evaluation on a GPU (docs/h200.md, sixth session: the tests phase of a
+tuning kernel, 90% of its wall time, is Triton compiling its settings). The local backend
+therefore hands the next queued candidates to harness processes started early, and each one runs
+a *dry pass* before its real request arrives: the candidate is imported and called once per test
+shape on inputs that have the shapes, strides and dtypes of the real ones but no values, with
+
+- every Triton launch turned into a compile (``warmup``) plus the module load and launcher build
+  that a first launch would do, and nothing sent to the GPU (an autotuner compiles each of its
+  configs and benchmarks none);
+- every torch operation that would run a kernel evaluated on the meta device instead (its result
+  is an empty tensor of the right layout; an in-place one changes nothing).
+
+So a dry pass computes nothing on the GPU: the candidate being timed meanwhile keeps the GPU to
+itself. What the pass leaves is the candidate's own Triton cache on disk, in its own process's
+private directory. The real run then imports the submission afresh (no state of the dry pass
+survives but that cache) and finds its kernels compiled. The verdict comes from the real run
+alone, exactly as without the pass; a pass that fails, raises or overruns its budget only means
+that less is compiled ahead. One harness process still serves one candidate, so nothing one
+candidate compiled is ever loaded by another.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from kernel_scientist.evaluator._rundir import generate_input, import_reference, import_submission, isolate_candidate
+from kernel_scientist.evaluator._wire import GpuRequest
+
+DRY_PASS_BUDGET_S = 120.0  # a pass still running then is cut short; the real run compiles the rest
+
+
+class _Overrun(BaseException):
+    """The dry pass's budget ran out (a BaseException, so that the candidate's ``except
+    Exception`` does not swallow it; the alarm repeats each second until the pass is left)."""
+
+
+@contextlib.contextmanager
+def dry_launches(device: str) -> Iterator[None]:
+    """Triton launches compile and load without running; torch kernels on ``device`` are
+    evaluated on meta tensors. Undone on exit."""
+    import torch
+    from torch.utils._pytree import tree_map
+    from triton.runtime import autotuner, driver, interpreter, jit
+
+    patched: list[tuple[object, str, object]] = [
+        (jit.JITFunction, "run", jit.JITFunction.run),
+        (interpreter.InterpretedFunction, "run", interpreter.InterpretedFunction.run),
+        (autotuner.Autotuner, "run", autotuner.Autotuner.run),
+    ]
+    launcher = None
+    with contextlib.suppress(Exception):  # no GPU driver (the CPU interpreter): nothing to patch there
+        launcher = driver.active.launcher_cls
+        patched.append((launcher, "__call__", launcher.__call__))
+    compile_jit = jit.JITFunction.run
+
+    def compile_only(self, *args, grid, warmup, **kwargs):
+        kernel = compile_jit(self, *args, grid=grid, warmup=True, **kwargs)
+        init = getattr(kernel, "_init_handles", None)
+        if init is not None:
+            init()  # loads the module and builds the launcher, as a first launch would
+        return kernel
+
+    def interpreted(self, *args, grid, warmup, **kwargs):
+        return None  # the interpreter compiles nothing: skipping its run is the whole saving
+
+    def each_config(self, *args, **kwargs):
+        for cfg in self.configs:
+            self.fn.run(*args, **kwargs, **cfg.all_kwargs())
+
+    def no_launch(self, *args, **kwargs):
+        return None
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    target = torch.device(device).type
+
+    class _Abstract(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            name = str(func)
+            if getattr(func, "is_view", False) or name.startswith(_ALLOCATIONS):
+                return func(*args, **kwargs)
+            schema = getattr(func, "_schema", None)
+            if schema is None:  # not an aten operator (a higher-order one): its parts come here again
+                return func(*args, **kwargs)
+            if schema.is_mutable and args and isinstance(args[0], torch.Tensor):
+                return args[0]  # an in-place write: nothing to compute in a dry pass
+
+            def to_meta(x):
+                if isinstance(x, torch.Tensor) and x.device.type == target:
+                    return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
+                if isinstance(x, torch.device) and x.type == target:
+                    return torch.device("meta")
+                return x
+
+            out = func(*tree_map(to_meta, args), **tree_map(to_meta, kwargs))
+            where = next((t.device for t in _tensors((args, kwargs)) if t.device.type == target), torch.device(device))
+
+            def back(x):
+                if isinstance(x, torch.Tensor) and x.device.type == "meta":
+                    return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=where)
+                return x
+
+            return tree_map(back, out)
+
+    jit.JITFunction.run = compile_only
+    interpreter.InterpretedFunction.run = interpreted
+    autotuner.Autotuner.run = each_config
+    if launcher is not None:
+        launcher.__call__ = no_launch
+    try:
+        with _Abstract():
+            yield
+    finally:
+        for owner, attr, original in patched:
+            setattr(owner, attr, original)
+
+
+# Operations that allocate or describe memory without running a kernel.
+_ALLOCATIONS = (
+    "aten.empty",
+    "aten.empty_strided",
+    "aten.empty_like",
+    "aten.new_empty",
+    "aten.new_empty_strided",
+    "aten.detach",
+    "aten.alias",
+    "aten.lift_fresh",
+)
+
+
+def _tensors(tree) -> list:
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    return [t for t in tree_leaves(tree) if isinstance(t, torch.Tensor)]
+
+
+def layout_inputs(ref, shape, device: str):
+    """The inputs of ``shape`` with the real ones' shapes, strides and dtypes and no values:
+    generated on the meta device (no kernel runs), then allocated on ``device``."""
+    import torch
+    from torch.utils._pytree import tree_map
+
+    data = generate_input(ref, shape, "meta")
+
+    def real(x):
+        if isinstance(x, torch.Tensor):
+            return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=device)
+        return x
+
+    return tree_map(real, data)
+
+
+def dry_pass(req: GpuRequest, folder: Path, budget_s: float = DRY_PASS_BUDGET_S):
+    """Import the task's reference, then the candidate, and call it once per distinct test shape
+    under ``dry_launches``. Returns the pass's phases (``prepare_s``; ``prepare_calls``, the calls
+    that returned) and the reference module, which the real run must use: it was loaded before
+    any of the candidate's code ran, as the real run would load it. Whatever the candidate does
+    (raises, exits, loops past the budget) ends the pass, not the process."""
+    began = time.perf_counter()
+    done, ref = 0, None
+    expired, leaving = [False], [False]
+
+    def overrun(signum, frame) -> None:
+        if leaving[0]:
+            return
+        expired[0] = True
+        signal.setitimer(signal.ITIMER_REAL, 1.0)  # again, should the candidate catch it
+        raise _Overrun()
+
+    previous = signal.signal(signal.SIGALRM, overrun)
+    signal.setitimer(signal.ITIMER_REAL, budget_s)
+    try:
+        ref = import_reference(req.modules)
+        isolate_candidate(req.modules, folder)
+        fn = import_submission(req.source, folder)
+        seen: set[str] = set()
+        for shape in req.tests if fn is not None else ():
+            if expired[0]:
+                break
+            if shape.label() in seen:  # a repeated shape would only reach the launch replay
+                continue
+            seen.add(shape.label())
+            try:
+                data = layout_inputs(ref, shape, req.device)
+                with dry_launches(req.device):
+                    fn(data)
+                done += 1
+            except (Exception, SystemExit):  # noqa: BLE001 - the candidate's failure ends only its own call
+                continue
+    except (_Overrun, Exception, SystemExit):  # noqa: BLE001 - an import that fails is the real run's verdict
+        pass
+    finally:
+        leaving[0] = True
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    return {"prepare_s": time.perf_counter() - began, "prepare_calls": float(done)}, ref

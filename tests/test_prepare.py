@@ -1,0 +1,182 @@
+"""Compiling ahead (evaluator/_prepare.py): the queued candidates' harness processes run a dry pass
+while another candidate holds the GPU, each then serves exactly its own candidate. Real harness
+processes on the CPU (Triton's interpreter), the task cut down to shapes it runs in a moment."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import msgspec
+import pytest
+import trio
+from _support import ROOT
+from evaluator_kernels import BETTER
+from kernel_scientist.blackboard import Outcome, Shape
+from kernel_scientist.evaluator import LocalBackend, load_task
+from kernel_scientist.evaluator._local import HarnessProcess
+from test_local_backend import _harness_children, _until_blocked
+
+TASK = ROOT / "evaluator" / "tasks" / "amd_fp8_mm"
+
+
+@pytest.fixture
+def small_task():
+    task = load_task(TASK)
+    return msgspec.structs.replace(task, tests=task.check_shapes[:2], benchmarks=[Shape(64, 64, 128, 7)])
+
+
+def _backend(task, ahead=2):
+    return LocalBackend(task, device="cpu", timeout_s=60, max_calls=3, shape_budget_s=0.5, prepare_ahead=ahead)
+
+
+async def _all_waiting(others, count):
+    """The ``count`` prepared processes, once each has finished its dry pass and sleeps on its request."""
+    for _ in range(400):
+        found = _harness_children(others)
+        if len(found) >= count:
+            break
+        await trio.sleep(0.05)
+    for pid in found:
+        await _until_blocked(pid)
+    return found
+
+
+async def test_a_prepared_candidate_is_evaluated_by_the_process_that_compiled_it(small_task):
+    others = _harness_children()
+    with _backend(small_task) as backend:
+        backend.prepare([small_task.seed_source, BETTER, "def custom_kernel(data):\n    return data[-1]\n"])
+        prepared = await _all_waiting(others, 2)
+        assert len(prepared) == 2  # two ahead at most; the third is not started
+        seed = await backend.evaluate(small_task.seed_source, submission_id=1, secret_seed=5)
+        left = _harness_children(others)
+        assert len(set(prepared) - set(left)) == 1  # one of the two served it and is gone
+        better = await backend.evaluate(BETTER, submission_id=2, secret_seed=5)
+        assert not set(prepared) & set(_harness_children(others))
+        cold = await backend.evaluate(small_task.seed_source, submission_id=3, secret_seed=5)
+    for report in (seed, better, cold):
+        assert report.outcome is Outcome.PASSED, report.reason
+    for report in (seed, better):
+        assert "compiled ahead in" in report.provenance.notes and "(2 dry calls)" in report.provenance.notes
+        assert report.phases["prepare_calls"] == 2 and "before the request" in report.provenance.notes
+    # nothing was prepared for the third: a plain run, with the verdict and shapes of the first
+    assert "compiled ahead" not in cold.provenance.notes and "prepare_s" not in cold.phases
+    assert cold.reason == seed.reason and [s.shape for s in cold.shapes] == [s.shape for s in seed.shapes]
+    assert not _harness_children(others)  # closing the backend ends what was left
+
+
+async def test_a_candidate_nobody_prepared_never_gets_another_ones_process(small_task):
+    others = _harness_children()
+    with _backend(small_task, ahead=1) as backend:
+        backend.prepare([BETTER])
+        (pid,) = await _all_waiting(others, 1)
+        report = await backend.evaluate(small_task.seed_source, submission_id=1, secret_seed=5)
+        assert pid in _harness_children(others)  # still waiting for its own candidate
+        # A newer hint without it: with room for one, the stale process gives way to the new one.
+        backend.prepare([small_task.seed_source])
+        for _ in range(400):
+            if pid not in _harness_children(others):
+                break
+            await trio.sleep(0.05)
+        assert pid not in _harness_children(others)
+        again = await backend.evaluate(small_task.seed_source, submission_id=2, secret_seed=5)
+    assert report.outcome is Outcome.PASSED and "compiled ahead" not in report.provenance.notes
+    assert again.outcome is Outcome.PASSED and "compiled ahead" in again.provenance.notes
+
+
+def test_a_process_prepared_for_one_source_refuses_another(small_task):
+    backend = _backend(small_task)
+    process = HarnessProcess("cpu", "cpu")
+    process.prepare(backend.request(BETTER, 0))
+    run = process.serve(backend.request(small_task.seed_source, 5), timeout_s=60, output_limit=10_000)
+    report = backend.judge(run, 1, 5, backend._here())
+    assert report.outcome is Outcome.CRASH and "prepared for another candidate" in report.reason
+
+
+def test_rejected_sources_and_a_backend_without_spares_prepare_nothing(small_task):
+    others = _harness_children()
+    cheat = "import os\nKEY = os.environ.get('KEY')\ndef custom_kernel(data):\n    return data[-1]\n"
+    with _backend(small_task) as backend:
+        backend.prepare([cheat])
+        assert not backend._spares._ahead  # the static rules reject it: its code never runs
+    with LocalBackend(small_task, device="cpu", spare=False, prepare_ahead=2) as backend:
+        backend.prepare([small_task.seed_source])
+        assert backend.prepare_ahead == 0 and not _harness_children(others)
+
+
+_DRY = r"""
+import sys, time
+import torch
+import triton
+import triton.language as tl
+from kernel_scientist.evaluator._prepare import dry_launches, dry_pass
+
+@triton.jit
+def add_one(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+
+x = torch.zeros(16)
+with dry_launches("cpu"):
+    add_one[(1,)](x, 16, BLOCK=16)          # a launch: nothing runs
+    y = x + 1                                # a kernel of torch's: evaluated on meta
+    x.copy_(torch.ones(16))                  # in place: nothing changes
+    z = torch.randn(4, 8, device="cpu").t()  # a factory: the right layout, no values drawn
+assert torch.equal(x, torch.zeros(16)), x
+assert y.shape == (16,) and y.device.type == "cpu" and z.shape == (8, 4) and z.stride() == (1, 8)
+add_one[(1,)](x, 16, BLOCK=16)               # and all of it undone afterwards
+assert torch.equal(x, torch.ones(16)), x
+print("dry ok")
+"""
+
+
+_LOOPS = r"""
+import sys, time
+import torch  # as the harness process has it before any request (its start-up imports it)
+from pathlib import Path
+from kernel_scientist.evaluator import LocalBackend, load_task
+from kernel_scientist.evaluator._prepare import dry_pass
+task = load_task(sys.argv[1])
+source = "def custom_kernel(data):\n    while True:\n        try:\n            while True:\n                pass\n        except Exception:\n            pass\n"
+req = LocalBackend(task, device="cpu", gpus=["cpu"], spare=False).request(source, 0)
+began = time.perf_counter()
+phases, ref = dry_pass(req, Path(sys.argv[2]), budget_s=1.0)
+took = time.perf_counter() - began
+assert ref is not None and phases["prepare_calls"] == 0 and 1.0 <= took < 5.0, (phases, took)
+print("budget ok")
+"""
+
+
+def _child(code, *args, cwd):
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    return subprocess.run([sys.executable, "-c", code, *args], env=env, cwd=cwd, capture_output=True, text=True)
+
+
+def test_a_dry_pass_runs_no_kernel_and_changes_no_tensor(tmp_path):
+    """In a child process: importing Triton here would break the interpreted kernels of other tests."""
+    done = _child(_DRY, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.split() == ["dry", "ok"], done.stderr[-2000:]
+
+
+def test_a_candidate_that_never_returns_ends_its_dry_pass_at_the_budget(tmp_path):
+    done = _child(_LOOPS, str(TASK), str(tmp_path), cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.split() == ["budget", "ok"], done.stderr[-2000:]
+
+
+def test_the_evaluator_agent_names_the_queued_candidates_before_each_evaluation(tmp_path, monkeypatch):
+    """A simulated campaign: before each evaluation the backend hears which sources come next."""
+    from kernel_scientist.blackboard import load_scenario, open_existing
+    from kernel_scientist.evaluator._simulated import SimulatedBackend
+
+    from kernel_scientist import campaign
+
+    hints: list[list[str]] = []
+    monkeypatch.setattr(SimulatedBackend, "prepare", lambda self, sources: hints.append(list(sources)))
+    scenario = load_scenario(ROOT / "scenarios" / "smoke.toml", ["campaign.hours=1"])
+    campaign.start(scenario, tmp_path / "run.sqlite")
+    with open_existing(tmp_path / "run.sqlite") as board:
+        evaluated = board.evaluations()
+        sources = {k.source for k in board.kernels()}
+    assert len(hints) == len(evaluated) > 2
+    assert any(hints) and all(set(h) <= sources for h in hints)  # kernels of this campaign, none invented
