@@ -75,9 +75,9 @@ class EvaluatorAgent(Agent):
             hypothesis_id=kernel.hypothesis_id,
             text=f"evaluating kernel {kernel.id} ({why}, attempt {sub.attempts}, {waiting} still queued)",
         )
-        # The candidates most likely to come next: a backend may compile them while this one
-        # holds the hardware.
-        self.ctx.backend.prepare([board.kernel(s.kernel_id).source for s in queued])
+        # This candidate, then those most likely to come next: a backend may compile them while
+        # this one holds the hardware (and must not give up what it compiled for this one).
+        self.ctx.backend.prepare([kernel.source] + [board.kernel(s.kernel_id).source for s in queued])
         # Real work (sandboxed CPU check, launch capture) runs inline; the hardware's time is then
         # charged to the campaign clock.
         report = await self.ctx.backend.evaluate(kernel.source, submission_id=sub.id, secret_seed=self.secret_seed)

@@ -52,8 +52,9 @@ class Backend(Protocol):
         ...
 
     def prepare(self, sources: list[str]) -> None:
-        """A hint, never blocking: the sources the next evaluations will probably be, most likely
-        first. A backend may compile them ahead (the local one does); others ignore it."""
+        """A hint, never blocking: the source about to be evaluated, then those the next
+        evaluations will probably be, most likely first. A backend may compile them ahead (the
+        local one does); others ignore it."""
         ...
 
 

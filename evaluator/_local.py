@@ -151,15 +151,20 @@ class LocalBackend:
         return self.report(Outcome.PASSED, "static rules and syntax clean", 0, 0)
 
     def prepare(self, sources: list[str]) -> None:
-        """Compile the first ``prepare_ahead`` of ``sources`` (those the static rules pass) ahead:
-        each gets a harness process of its own that runs a dry pass (nothing on the GPU) and then
-        waits for its real request. Never blocks; a candidate evaluated without one is simply
-        compiled in its own run, as before."""
+        """``sources``: the one about to be evaluated, then the next ones. Each of the first
+        ``prepare_ahead`` after it (those the static rules pass) gets a harness process of its own
+        that runs a dry pass (nothing on the GPU) and then waits for its real request; a process
+        already prepared for the first is kept for it. Never blocks; a candidate evaluated
+        without one is simply compiled in its own run, as before."""
         if self._spares is None or not self.prepare_ahead:
             return
         wanted = [s for s in dict.fromkeys(sources) if rule_verdict(s, own_kernel=self.own_kernel) is None]
+        if sources and wanted[:1] == sources[:1]:
+            current, wanted = wanted[:1], wanted[1:]
+        else:
+            current = []
         ahead = [(s, self.request(s, 0)) for s in wanted[: self.prepare_ahead]]
-        self._spares.prepare(self.gpus[0], ahead, self.prepare_ahead)
+        self._spares.prepare(self.gpus[0], ahead, self.prepare_ahead, keep_also=current)
 
     def reference_report(self) -> EvalReport:
         """Time the task's own PyTorch reference on the first GPU (the leaderboard's anchor)."""
@@ -519,18 +524,20 @@ class _Spares:
         except OSError:  # it could not start (no memory, say): the evaluation starts its own
             return None
 
-    def prepare(self, gpu: str, ahead: list[tuple[str, GpuRequest]], keep: int) -> None:
+    def prepare(self, gpu: str, ahead: list[tuple[str, GpuRequest]], keep: int, keep_also: list[str]) -> None:
         """Processes for the sources of ``ahead`` that have none yet, each sent its dry pass; at
-        most ``keep`` per GPU, those no longer named discarded first (oldest first)."""
+        most ``keep`` per GPU besides those of ``keep_also`` (about to be taken), those no longer
+        named discarded first (oldest first)."""
         with self._lock:
             if self._closed[0]:
                 return
-            named = {(gpu, source) for source, _ in ahead}
+            kept = {(gpu, source) for source in keep_also}
+            named = {(gpu, source) for source, _ in ahead} | kept
             for source, req in ahead:
                 key = (gpu, source)
                 if key in self._ahead:
                     continue
-                mine = [k for k in self._ahead if k[0] == gpu]
+                mine = [k for k in self._ahead if k[0] == gpu and k not in kept]
                 stale = [k for k in mine if k not in named]
                 if len(mine) >= keep:
                     if not stale:

@@ -57,7 +57,7 @@ async def _run(args: argparse.Namespace) -> dict:
             began = time.perf_counter()
             order = [(round_, name, source) for round_ in range(args.rounds) for name, source in files]
             for i, (round_, name, source) in enumerate(order):
-                backend.prepare([s for _, _, s in order[i + 1 : i + 3] if s != source])  # as the evaluator agent does
+                backend.prepare([s for _, _, s in order[i : i + 3]])  # as the evaluator agent does
                 t0 = time.perf_counter()
                 report = await backend.evaluate(source, submission_id=len(rows) + 1, secret_seed=round_ + 1)
                 wall = time.perf_counter() - t0

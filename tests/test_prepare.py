@@ -19,6 +19,8 @@ from kernel_scientist.evaluator._local import HarnessProcess
 from test_local_backend import _harness_children, _until_blocked
 
 TASK = ROOT / "evaluator" / "tasks" / "amd_fp8_mm"
+# The candidate being evaluated when a hint is given: the first source of every hint, never prepared.
+CURRENT = "def custom_kernel(data):\n    return data[-1]\n"
 
 
 @pytest.fixture
@@ -46,7 +48,7 @@ async def _all_waiting(others, count):
 async def test_a_prepared_candidate_is_evaluated_by_the_process_that_compiled_it(small_task):
     others = _harness_children()
     with _backend(small_task) as backend:
-        backend.prepare([small_task.seed_source, BETTER, "def custom_kernel(data):\n    return data[-1]\n"])
+        backend.prepare([CURRENT, small_task.seed_source, BETTER, CURRENT + "# another\n"])
         prepared = await _all_waiting(others, 2)
         assert len(prepared) == 2  # two ahead at most; the third is not started
         seed = await backend.evaluate(small_task.seed_source, submission_id=1, secret_seed=5)
@@ -69,12 +71,12 @@ async def test_a_prepared_candidate_is_evaluated_by_the_process_that_compiled_it
 async def test_a_candidate_nobody_prepared_never_gets_another_ones_process(small_task):
     others = _harness_children()
     with _backend(small_task, ahead=1) as backend:
-        backend.prepare([BETTER])
+        backend.prepare([CURRENT, BETTER])
         (pid,) = await _all_waiting(others, 1)
         report = await backend.evaluate(small_task.seed_source, submission_id=1, secret_seed=5)
         assert pid in _harness_children(others)  # still waiting for its own candidate
         # A newer hint without it: with room for one, the stale process gives way to the new one.
-        backend.prepare([small_task.seed_source])
+        backend.prepare([CURRENT, small_task.seed_source])
         for _ in range(400):
             if pid not in _harness_children(others):
                 break
@@ -83,6 +85,19 @@ async def test_a_candidate_nobody_prepared_never_gets_another_ones_process(small
         again = await backend.evaluate(small_task.seed_source, submission_id=2, secret_seed=5)
     assert report.outcome is Outcome.PASSED and "compiled ahead" not in report.provenance.notes
     assert again.outcome is Outcome.PASSED and "compiled ahead" in again.provenance.notes
+
+
+async def test_the_candidate_about_to_start_keeps_its_prepared_process(small_task):
+    """The hint before an evaluation names that candidate first: what was compiled for it stays."""
+    others = _harness_children()
+    with _backend(small_task, ahead=1) as backend:
+        backend.prepare([CURRENT, small_task.seed_source])
+        (pid,) = await _all_waiting(others, 1)
+        backend.prepare([small_task.seed_source, BETTER])  # the seed's turn; BETTER comes next
+        both = await _all_waiting(others, 2)
+        assert pid in both and len(both) == 2
+        report = await backend.evaluate(small_task.seed_source, submission_id=1, secret_seed=5)
+    assert report.outcome is Outcome.PASSED and "compiled ahead" in report.provenance.notes
 
 
 def test_a_process_prepared_for_one_source_refuses_another(small_task):
@@ -98,10 +113,10 @@ def test_rejected_sources_and_a_backend_without_spares_prepare_nothing(small_tas
     others = _harness_children()
     cheat = "import os\nKEY = os.environ.get('KEY')\ndef custom_kernel(data):\n    return data[-1]\n"
     with _backend(small_task) as backend:
-        backend.prepare([cheat])
+        backend.prepare([CURRENT, cheat])
         assert not backend._spares._ahead  # the static rules reject it: its code never runs
     with LocalBackend(small_task, device="cpu", spare=False, prepare_ahead=2) as backend:
-        backend.prepare([small_task.seed_source])
+        backend.prepare([CURRENT, small_task.seed_source])
         assert backend.prepare_ahead == 0 and not _harness_children(others)
 
 
