@@ -24,12 +24,31 @@ class EvaluatorAgent(Agent):
         super().__post_init__()
         # Mixed into every test seed; candidates never see it (see the evaluator's harness).
         self.secret_seed = zlib.crc32(f"secret:{self.ctx.seed}".encode())
+        self._current: list[str] = []  # the sources being evaluated now
 
     async def run(self, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
-        async with anyio.create_task_group() as workers:
-            for i in range(self.ctx.scenario.evaluator.in_flight):
-                workers.start_soon(self._worker, i)
+        async with anyio.create_task_group() as hints:
+            if not self.ctx.backend.simulated:  # real hardware may compile what is queued meanwhile
+                hints.start_soon(self._hinter)
+            async with anyio.create_task_group() as workers:
+                for i in range(self.ctx.scenario.evaluator.in_flight):
+                    workers.start_soon(self._worker, i)
+            hints.cancel_scope.cancel()
+
+    def _hint(self, first: list[str]) -> None:
+        """Tell the backend what comes next: ``first`` (the source about to start or running),
+        then the queue in lease order."""
+        board = self.board
+        queued = [board.kernel(s.kernel_id).source for s in board.submissions(SubmissionState.QUEUED)]
+        self.ctx.backend.prepare(first + queued)
+
+    async def _hinter(self) -> None:
+        """A candidate queued while another is being evaluated is named at once, not only when
+        the next evaluation starts (by then it would be the one starting, with nothing compiled)."""
+        while True:
+            await self.board.wait_change("submission")
+            self._hint(self._current[:1])
 
     def _headroom(self) -> float:
         """Campaign seconds until the rate limit in force allows the next start (0 = now)."""
@@ -77,10 +96,14 @@ class EvaluatorAgent(Agent):
         )
         # This candidate, then those most likely to come next: a backend may compile them while
         # this one holds the hardware (and must not give up what it compiled for this one).
-        self.ctx.backend.prepare([kernel.source] + [board.kernel(s.kernel_id).source for s in queued])
+        self._hint([kernel.source])
+        self._current.append(kernel.source)
         # Real work (sandboxed CPU check, launch capture) runs inline; the hardware's time is then
         # charged to the campaign clock.
-        report = await self.ctx.backend.evaluate(kernel.source, submission_id=sub.id, secret_seed=self.secret_seed)
+        try:
+            report = await self.ctx.backend.evaluate(kernel.source, submission_id=sub.id, secret_seed=self.secret_seed)
+        finally:
+            self._current.remove(kernel.source)
         await anyio.sleep(report.duration_s)
         await self.act(rank)
         board.record_evaluation(

@@ -4,7 +4,7 @@ Compiling is most of an evaluation on a GPU (docs/h200.md, sixth session: the te
 tuning kernel, 90% of its wall time, is Triton compiling its settings). The local backend
 therefore hands the next queued candidates to harness processes started early, and each one runs
 a *dry pass* before its real request arrives: the candidate is imported and called once per test
-shape on inputs that have the shapes, strides and dtypes of the real ones but no values, with
+and ranked shape on inputs that have the shapes, strides and dtypes of the real ones but no values, with
 
 - every Triton launch turned into a compile (``warmup``) plus the module load and launcher build
   that a first launch would do, and nothing sent to the GPU (an autotuner compiles each of its
@@ -159,8 +159,8 @@ def layout_inputs(ref, shape, device: str):
 
 
 def dry_pass(req: GpuRequest, folder: Path, budget_s: float = DRY_PASS_BUDGET_S):
-    """Import the task's reference, then the candidate, and call it once per distinct test shape
-    under ``dry_launches``. Returns the pass's phases (``prepare_s``; ``prepare_calls``, the calls
+    """Import the task's reference, then the candidate, and call it once per distinct test and
+    ranked shape under ``dry_launches``. Returns the pass's phases (``prepare_s``; ``prepare_calls``, the calls
     that returned) and the reference module, which the real run must use: it was loaded before
     any of the candidate's code ran, as the real run would load it. Whatever the candidate does
     (raises, exits, loops past the budget) ends the pass, not the process."""
@@ -182,7 +182,9 @@ def dry_pass(req: GpuRequest, folder: Path, budget_s: float = DRY_PASS_BUDGET_S)
         isolate_candidate(req.modules, folder)
         fn = import_submission(req.source, folder)
         seen: set[str] = set()
-        for shape in req.tests if fn is not None else ():
+        # The ranked shapes too: a kernel may compile per shape (a split chosen per shape, say),
+        # and their warm-up calls would otherwise compile on the GPU's time.
+        for shape in [*req.tests, *req.benchmarks] if fn is not None else ():
             if expired[0]:
                 break
             if shape.label() in seen:  # a repeated shape would only reach the launch replay

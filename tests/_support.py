@@ -1,12 +1,14 @@
 """Helpers shared by the tests (imported as a plain module: pytest puts tests/ on the path)."""
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
+_FP8 = ROOT / "evaluator" / "tasks" / "amd_fp8_mm"
 
 
 def command(*args: str) -> list[str]:
@@ -68,3 +70,26 @@ def fingerprint(db):
         evals = [(e.kernel_id, e.started_at, e.report.outcome, e.report.score_us) for e in board.evaluations()]
         msgs = [(m.at, m.agent, m.kind, m.text) for m in board.messages()]
     return kernels, evals, msgs
+
+
+def small_task_folder(root: Path) -> None:
+    """``root/tasks/small``: the FP8 GEMM folder with shapes the interpreter runs in seconds (same
+    files, same checks), for campaigns on the CPU mode of the local backend."""
+    folder = root / "tasks" / "small"
+    folder.mkdir(parents=True)
+    for name in ("reference.py", "task.py", "submission.py"):
+        shutil.copy(_FP8 / name, folder / name)
+    shutil.copy(_FP8.parent / "utils.py", root / "tasks" / "utils.py")
+    yml = (_FP8 / "task.yml").read_text()
+    head, meta = yml.split("tests:")[0], "# Our metadata" + yml.split("# Our metadata")[1]
+    (folder / "task.yml").write_text(
+        head
+        + """tests:
+  - {"m": 64, "n": 64, "k": 128, "seed": 6635}
+  - {"m": 96, "n": 192, "k": 256, "seed": 1234}
+benchmarks:
+  - {"m": 64, "n": 64, "k": 128, "seed": 8135}
+  - {"m": 64, "n": 128, "k": 256, "seed": 6251}
+"""
+        + meta
+    )

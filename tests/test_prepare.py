@@ -11,7 +11,7 @@ import sys
 import msgspec
 import pytest
 import trio
-from _support import ROOT
+from _support import ROOT, small_task_folder
 from evaluator_kernels import BETTER
 from kernel_scientist.blackboard import Outcome, Shape
 from kernel_scientist.evaluator import LocalBackend, load_task
@@ -195,3 +195,46 @@ def test_the_evaluator_agent_names_the_queued_candidates_before_each_evaluation(
         sources = {k.source for k in board.kernels()}
     assert len(hints) == len(evaluated) > 2
     assert any(hints) and all(set(h) <= sources for h in hints)  # kernels of this campaign, none invented
+
+
+_LOCAL = """[campaign]
+name = "prepare-small"
+task = "tasks/small"
+seed = 1
+hours = 0.008
+[agents]
+engineers = 2
+max_pending = 3
+[agents.latency]
+archivist = 0
+theorist = 0
+engineer = 0
+critic = 0
+[evaluator]
+backend = "local"
+harness_device = "cpu"
+rate_per_hour = 3600
+timeout_s = 60
+max_calls = 3
+shape_budget_s = 0.2
+prepare_ahead = 2
+"""
+
+
+def test_a_campaign_on_the_local_backend_evaluates_candidates_compiled_ahead(tmp_path):
+    """The whole path: the evaluator agent's hints (at each start and whenever the queue changes),
+    the backend's prepared processes, and their notes in the blackboard."""
+    from kernel_scientist.blackboard import load_scenario, open_existing
+
+    from kernel_scientist import campaign
+
+    small_task_folder(tmp_path)
+    (tmp_path / "local.toml").write_text(_LOCAL)
+    others = _harness_children()
+    campaign.start(load_scenario(tmp_path / "local.toml"), tmp_path / "run.sqlite")
+    with open_existing(tmp_path / "run.sqlite") as board:
+        reports = [e.report for e in board.evaluations()]
+    assert len(reports) >= 3 and reports[0].outcome is Outcome.PASSED  # the seed
+    ahead = [r for r in reports if "compiled ahead" in r.provenance.notes]
+    assert ahead and all(r.phases["prepare_calls"] == 3 for r in ahead)  # 2 tests + 2 ranked, one shared
+    assert not _harness_children(others)  # every prepared process ended with the campaign

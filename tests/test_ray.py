@@ -7,7 +7,6 @@ lost cluster is the whole cluster shut down under a running campaign.
 """
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from _support import ROOT, SCENARIOS, cli, script
+from _support import ROOT, SCENARIOS, cli, script, small_task_folder
 from kernel_scientist.blackboard import BlackboardError, open_existing
 
 ray_cluster_utils = pytest.importorskip("ray.cluster_utils")
@@ -45,31 +44,9 @@ shape_budget_s = 0.2
 """
 
 
-def _small_task(root: Path) -> None:
-    """The FP8 GEMM folder with shapes the interpreter runs in seconds (same files, same checks)."""
-    folder = root / "tasks" / "small"
-    folder.mkdir(parents=True)
-    for name in ("reference.py", "task.py", "submission.py"):
-        shutil.copy(TASK / name, folder / name)
-    shutil.copy(TASK.parent / "utils.py", root / "tasks" / "utils.py")
-    yml = (TASK / "task.yml").read_text()
-    head, meta = yml.split("tests:")[0], "# Our metadata" + yml.split("# Our metadata")[1]
-    (folder / "task.yml").write_text(
-        head
-        + """tests:
-  - {"m": 64, "n": 64, "k": 128, "seed": 6635}
-  - {"m": 96, "n": 192, "k": 256, "seed": 1234}
-benchmarks:
-  - {"m": 64, "n": 64, "k": 128, "seed": 8135}
-  - {"m": 64, "n": 128, "k": 256, "seed": 6251}
-"""
-        + meta
-    )
-
-
 @pytest.fixture
 def workdir(tmp_path):
-    _small_task(tmp_path)
+    small_task_folder(tmp_path)
     (tmp_path / "ray.toml").write_text(SCENARIO.format(hours=0.006))  # about 22 wall seconds
     return tmp_path
 
@@ -341,7 +318,7 @@ def test_slim_wheel_drops_folders_and_their_record_lines(tmp_path):
 def test_a_sweep_carries_the_scenario_and_its_folder_by_value(tmp_path):
     from kernel_scientist.sweep_ray import carry
 
-    _small_task(tmp_path / "b")
+    small_task_folder(tmp_path / "b")
     (tmp_path / "a").mkdir()
     scenario = tmp_path / "a" / "s.toml"
     scenario.write_text(f'[campaign]\ntask = "{tmp_path / "b" / "tasks" / "small"}"\n')
