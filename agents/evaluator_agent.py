@@ -96,7 +96,8 @@ class EvaluatorAgent(Agent):
         )
         # This candidate, then those most likely to come next: a backend may compile them while
         # this one holds the hardware (and must not give up what it compiled for this one).
-        self._hint([kernel.source])
+        if not self.ctx.backend.simulated:  # the simulated device compiles nothing: no queries for it
+            self._hint([kernel.source])
         self._current.append(kernel.source)
         # Real work (sandboxed CPU check, launch capture) runs inline; the hardware's time is then
         # charged to the campaign clock.

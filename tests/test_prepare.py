@@ -179,24 +179,6 @@ def test_a_candidate_that_never_returns_ends_its_dry_pass_at_the_budget(tmp_path
     assert done.returncode == 0 and done.stdout.split() == ["budget", "ok"], done.stderr[-2000:]
 
 
-def test_the_evaluator_agent_names_the_queued_candidates_before_each_evaluation(tmp_path, monkeypatch):
-    """A simulated campaign: before each evaluation the backend hears which sources come next."""
-    from kernel_scientist.blackboard import load_scenario, open_existing
-    from kernel_scientist.evaluator._simulated import SimulatedBackend
-
-    from kernel_scientist import campaign
-
-    hints: list[list[str]] = []
-    monkeypatch.setattr(SimulatedBackend, "prepare", lambda self, sources: hints.append(list(sources)))
-    scenario = load_scenario(ROOT / "scenarios" / "smoke.toml", ["campaign.hours=1"])
-    campaign.start(scenario, tmp_path / "run.sqlite")
-    with open_existing(tmp_path / "run.sqlite") as board:
-        evaluated = board.evaluations()
-        sources = {k.source for k in board.kernels()}
-    assert len(hints) == len(evaluated) > 2
-    assert any(hints) and all(set(h) <= sources for h in hints)  # kernels of this campaign, none invented
-
-
 _LOCAL = """[campaign]
 name = "prepare-small"
 task = "tasks/small"
