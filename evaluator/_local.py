@@ -154,8 +154,9 @@ class LocalBackend:
         """``sources``: the one about to be evaluated, then the next ones. Each of the first
         ``prepare_ahead`` after it (those the static rules pass) gets a harness process of its own
         that runs a dry pass (nothing on the GPU) and then waits for its real request; a process
-        already prepared for the first is kept for it. Never blocks; a candidate evaluated
-        without one is simply compiled in its own run, as before."""
+        already prepared for the first is kept for it. The processes are started for the first
+        GPU (with several, the others' evaluations compile in their own runs). Never blocks; a
+        candidate evaluated without one is simply compiled in its own run, as before."""
         if self._spares is None or not self.prepare_ahead:
             return
         wanted = [s for s in dict.fromkeys(sources) if rule_verdict(s, own_kernel=self.own_kernel) is None]
@@ -410,7 +411,6 @@ class HarnessProcess:
             TORCH_EXTENSIONS_DIR=os.path.join(self.workdir, ".torch_ext"),
         )
         self.proc: subprocess.Popen | None = None
-        self.prepared: str | None = None  # the source of the dry pass it was sent, if any
         self.log = open(os.path.join(self.workdir, ".output"), "w+b")
         self.read_fd, write_fd = os.pipe()
         try:
@@ -440,7 +440,6 @@ class HarnessProcess:
         payload = msgspec.msgpack.encode(req)
         self.proc.stdin.write(PREPARE + str(len(payload)).encode() + b"\n" + payload)
         self.proc.stdin.flush()
-        self.prepared = req.source
 
     def serve(self, req: GpuRequest, timeout_s: float, output_limit: int) -> HarnessRun:
         """Send ``req`` with a fresh per-run token, wait for the process to end or overrun
