@@ -36,12 +36,13 @@ class EvaluatorAgent(Agent):
                     workers.start_soon(self._worker, i)
             hints.cancel_scope.cancel()
 
-    def _hint(self, first: list[str]) -> None:
+    def _hint(self, first: list[str], queued: list[Submission] | None = None) -> None:
         """Tell the backend what comes next: ``first`` (the source about to start or running),
-        then the queue in lease order."""
+        then the queue in lease order (``queued``, when the caller has just read it)."""
         board = self.board
-        queued = [board.kernel(s.kernel_id).source for s in board.submissions(SubmissionState.QUEUED)]
-        self.ctx.backend.prepare(first + queued)
+        if queued is None:
+            queued = board.submissions(SubmissionState.QUEUED)
+        self.ctx.backend.prepare(first + [board.kernel(s.kernel_id).source for s in queued])
 
     async def _hinter(self) -> None:
         """A candidate queued while another is being evaluated is named at once, not only when
@@ -97,7 +98,7 @@ class EvaluatorAgent(Agent):
         # This candidate, then those most likely to come next: a backend may compile them while
         # this one holds the hardware (and must not give up what it compiled for this one).
         if not self.ctx.backend.simulated:  # the simulated device compiles nothing: no queries for it
-            self._hint([kernel.source])
+            self._hint([kernel.source], queued)
         self._current.append(kernel.source)
         # Real work (sandboxed CPU check, launch capture) runs inline; the hardware's time is then
         # charged to the campaign clock.

@@ -301,18 +301,20 @@ def _record_launch(kernel, args: tuple, grid, kwargs: dict) -> Launch:
 
 
 _MM_OPS = ("aten.mm", "aten.addmm", "aten.bmm", "aten._scaled_mm", "aten.baddbmm", "aten._scaled_grouped_mm")
-_FREE_OPS = (
+# Operations that allocate or alias memory without running a kernel (the dry pass of
+# evaluator/_prepare.py runs them as they are); the recorder also leaves out reading a scalar and
+# rebinding a storage, which move no data worth counting.
+ALLOCATION_OPS = (
     "aten.empty",
     "aten.empty_strided",
     "aten.empty_like",
     "aten.detach",
     "aten.alias",
     "aten.lift_fresh",
-    "aten._local_scalar_dense",
-    "aten.set_",
     "aten.new_empty",
     "aten.new_empty_strided",
 )
+_FREE_OPS = (*ALLOCATION_OPS, "aten._local_scalar_dense", "aten.set_")
 
 
 def _mm_flops(name: str, args: tuple) -> int:

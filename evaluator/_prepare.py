@@ -29,6 +29,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from kernel_scientist.evaluator._capture import ALLOCATION_OPS
 from kernel_scientist.evaluator._rundir import generate_input, import_reference, import_submission, isolate_candidate
 from kernel_scientist.evaluator._wire import GpuRequest
 
@@ -84,7 +85,7 @@ def dry_launches(device: str) -> Iterator[None]:
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             name = str(func)
-            if getattr(func, "is_view", False) or name.startswith(_ALLOCATIONS):
+            if getattr(func, "is_view", False) or name.startswith(ALLOCATION_OPS):
                 return func(*args, **kwargs)
             schema = getattr(func, "_schema", None)
             if schema is None:  # not an aten operator (a higher-order one): its parts come here again
@@ -120,19 +121,6 @@ def dry_launches(device: str) -> Iterator[None]:
     finally:
         for owner, attr, original in patched:
             setattr(owner, attr, original)
-
-
-# Operations that allocate or describe memory without running a kernel.
-_ALLOCATIONS = (
-    "aten.empty",
-    "aten.empty_strided",
-    "aten.empty_like",
-    "aten.new_empty",
-    "aten.new_empty_strided",
-    "aten.detach",
-    "aten.alias",
-    "aten.lift_fresh",
-)
 
 
 def _tensors(tree) -> list:
