@@ -9,6 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
 _FP8 = ROOT / "evaluator" / "tasks" / "amd_fp8_mm"
+SEED_FILE = _FP8 / "submission.py"
 
 
 def command(*args: str) -> list[str]:
@@ -40,6 +41,11 @@ def cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict | N
 def script(name: str, *args: str, cwd: Path | None = None, timeout: float = 300, env: dict | None = None):
     """Run ``scripts/<name>`` in a subprocess, as a GPU session would."""
     return _run([sys.executable, str(ROOT / "scripts" / name), *args], cwd, timeout, env)
+
+
+def interpreted_script(name: str, *args: str, cwd: Path | None = None):
+    """``script`` with Triton's interpreter on: a GPU script's dry run on this machine."""
+    return script(name, *args, cwd=cwd, env={"TRITON_INTERPRET": "1"})
 
 
 def popen(*args: str, **kwargs):
@@ -93,3 +99,30 @@ benchmarks:
 """
         + meta
     )
+
+
+def small_campaign(name: str, backend: str, hours: float, **evaluator: object) -> str:
+    """A scenario for ``small_task_folder``'s task: agents without modelled latency, a harness on
+    the CPU with few calls per shape, ``evaluator`` settings added (``in_flight=2``, say)."""
+    extra = "".join(f"{key} = {value!r}\n".replace("'", '"') for key, value in evaluator.items())
+    return f"""[campaign]
+name = "{name}"
+task = "tasks/small"
+seed = 1
+hours = {hours}
+[agents]
+engineers = 2
+max_pending = 3
+[agents.latency]
+archivist = 0
+theorist = 0
+engineer = 0
+critic = 0
+[evaluator]
+backend = "{backend}"
+harness_device = "cpu"
+rate_per_hour = 3600
+timeout_s = 60
+max_calls = 3
+shape_budget_s = 0.2
+{extra}"""

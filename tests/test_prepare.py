@@ -11,7 +11,7 @@ import sys
 import msgspec
 import pytest
 import trio
-from _support import ROOT, small_task_folder
+from _support import ROOT, small_campaign, small_task_folder
 from evaluator_kernels import BETTER
 from kernel_scientist.blackboard import Outcome, Shape
 from kernel_scientist.evaluator import LocalBackend, load_task
@@ -179,30 +179,6 @@ def test_a_candidate_that_never_returns_ends_its_dry_pass_at_the_budget(tmp_path
     assert done.returncode == 0 and done.stdout.split() == ["budget", "ok"], done.stderr[-2000:]
 
 
-_LOCAL = """[campaign]
-name = "prepare-small"
-task = "tasks/small"
-seed = 1
-hours = 0.008
-[agents]
-engineers = 2
-max_pending = 3
-[agents.latency]
-archivist = 0
-theorist = 0
-engineer = 0
-critic = 0
-[evaluator]
-backend = "local"
-harness_device = "cpu"
-rate_per_hour = 3600
-timeout_s = 60
-max_calls = 3
-shape_budget_s = 0.2
-prepare_ahead = 2
-"""
-
-
 def test_a_campaign_on_the_local_backend_evaluates_candidates_compiled_ahead(tmp_path):
     """The whole path: the evaluator agent's hints (at each start and whenever the queue changes),
     the backend's prepared processes, and their notes in the blackboard."""
@@ -211,7 +187,7 @@ def test_a_campaign_on_the_local_backend_evaluates_candidates_compiled_ahead(tmp
     from kernel_scientist import campaign
 
     small_task_folder(tmp_path)
-    (tmp_path / "local.toml").write_text(_LOCAL)
+    (tmp_path / "local.toml").write_text(small_campaign("prepare-small", "local", 0.008, prepare_ahead=2))
     others = _harness_children()
     campaign.start(load_scenario(tmp_path / "local.toml"), tmp_path / "run.sqlite")
     with open_existing(tmp_path / "run.sqlite") as board:

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import json
 
-from _support import ROOT, script
-
-SEED = ROOT / "evaluator" / "tasks" / "amd_fp8_mm" / "submission.py"
+from _support import SEED_FILE, interpreted_script
 
 
 def _probe(*args, cwd):
-    return script("probe_call.py", *args, cwd=cwd, env={"TRITON_INTERPRET": "1"})
+    return interpreted_script("probe_call.py", *args, cwd=cwd)
 
 
 def test_it_times_each_rung_in_the_harness_pattern(tmp_path):
     done = _probe(
-        str(SEED),
+        str(SEED_FILE),
         "--device",
         "cpu",
         "--calls",
@@ -39,5 +37,5 @@ def test_it_times_each_rung_in_the_harness_pattern(tmp_path):
 def test_bad_input_is_one_line(tmp_path):
     done = _probe(str(tmp_path / "nope.py"), "--device", "cpu", cwd=tmp_path)
     assert done.returncode == 2 and "Traceback" not in done.stderr and "is not a file" in done.stderr
-    done = _probe(str(SEED), "--device", "cpu", "--shapes", "1x2x3", cwd=tmp_path)
+    done = _probe(str(SEED_FILE), "--device", "cpu", "--shapes", "1x2x3", cwd=tmp_path)
     assert done.returncode == 2 and "Traceback" not in done.stderr and "no shape 1x2x3" in done.stderr

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import json
 
-from _support import ROOT, script
-
-SEED = ROOT / "evaluator" / "tasks" / "amd_fp8_mm" / "submission.py"
+from _support import SEED_FILE, interpreted_script
 
 
 def _probe(*args, cwd):
-    return script("probe_host.py", *args, cwd=cwd, env={"TRITON_INTERPRET": "1"})
+    return interpreted_script("probe_host.py", *args, cwd=cwd)
 
 
 def test_it_profiles_the_calls_of_a_submission(tmp_path):
     done = _probe(
-        str(SEED),
+        str(SEED_FILE),
         "--device",
         "cpu",
         "--smallest-tests",

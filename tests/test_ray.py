@@ -14,40 +14,18 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from _support import ROOT, SCENARIOS, cli, script, small_task_folder
+from _support import ROOT, SCENARIOS, cli, script, small_campaign, small_task_folder
 from kernel_scientist.blackboard import BlackboardError, open_existing
 
 ray_cluster_utils = pytest.importorskip("ray.cluster_utils")
 
 TASK = ROOT / "evaluator" / "tasks" / "amd_fp8_mm"
-SCENARIO = """[campaign]
-name = "ray-small"
-task = "tasks/small"
-seed = 1
-hours = {hours}
-[agents]
-engineers = 2
-max_pending = 3
-[agents.latency]
-archivist = 0
-theorist = 0
-engineer = 0
-critic = 0
-[evaluator]
-backend = "ray"
-harness_device = "cpu"
-rate_per_hour = 3600
-in_flight = 2
-timeout_s = 60
-max_calls = 3
-shape_budget_s = 0.2
-"""
 
 
 @pytest.fixture
 def workdir(tmp_path):
     small_task_folder(tmp_path)
-    (tmp_path / "ray.toml").write_text(SCENARIO.format(hours=0.006))  # about 22 wall seconds
+    (tmp_path / "ray.toml").write_text(small_campaign("ray-small", "ray", 0.006, in_flight=2))  # about 22 wall seconds
     return tmp_path
 
 
