@@ -93,6 +93,7 @@ class LocalBackend:
         rel_stderr: float = 0.001,
         spare: bool = True,
         prepare_ahead: int = 0,
+        compile_workers: int | None = None,
     ) -> None:
         """``device="cpu"`` runs the same processes and protocol on the CPU under Triton's
         interpreter, timed by the host clock: every guarantee but the speed, for tests.
@@ -102,7 +103,9 @@ class LocalBackend:
         each GPU's next harness process is started while the current one runs (still one fresh
         process per candidate; its start-up is then off the GPU's critical path). With
         ``prepare_ahead`` (and ``spare``) that many candidates named by ``prepare`` are compiled
-        ahead, each in the process that will evaluate it (evaluator/_prepare.py)."""
+        ahead, each in the process that will evaluate it (evaluator/_prepare.py). A candidate's
+        compiles run on ``compile_workers`` threads (by default the host's cores but one, shared by
+        the passes that may run at once; 1 under the interpreter, which compiles nothing)."""
         if device not in ("cuda", "cpu"):
             raise ValueError(f"device must be 'cuda' or 'cpu', not {device!r}")
         self.task = task
@@ -128,6 +131,9 @@ class LocalBackend:
         self._slots = anyio.Semaphore(len(self.gpus))
         self._spares = _Spares(device) if spare else None
         self.prepare_ahead = prepare_ahead if spare else 0
+        if compile_workers is None:
+            compile_workers = 1 if cpu else compile_threads(self.prepare_ahead + 1)
+        self.compile_workers = compile_workers
 
     def __enter__(self) -> LocalBackend:
         return self
@@ -214,6 +220,7 @@ class LocalBackend:
             device=self.device,
             meta=self.task.meta,
             own_kernel=self.own_kernel and not reference,
+            compile_workers=self.compile_workers,
         )
 
     def _here(self) -> Where:
@@ -353,12 +360,20 @@ class LocalBackend:
         )
 
 
+def compile_threads(passes: int, cpus: int | None = None) -> int:
+    """Compile threads per dry pass: the host's cores but one (the candidate being timed keeps
+    it), shared by the ``passes`` that may run at once, at most 8 each."""
+    cpus = cpus if cpus is not None else (os.cpu_count() or 1)
+    return max(1, min(8, (cpus - 1) // max(1, passes)))
+
+
 def phase_note(phases: dict[str, float]) -> str:
     """Where a harness run's wall time went, for its provenance notes: "start-up 2.6 s, set-up
     0.3 s, tests 9.8 s, timing 4.1 s", or for a process started early, whose start-up the run did
-    not wait for, "set-up 0.3 s, tests 9.8 s, timing 4.1 s; start-up 2.6 s before the request"."""
+    not wait for, "set-up 0.3 s, tests 9.8 s, timing 4.1 s; start-up 2.6 s before the request".
+    A run that compiled nothing ahead but compiles on several threads first has a "compile pass"."""
     early = metrics.started_early(phases)
-    names = {"setup_s": "set-up", "tests_s": "tests", "timing_s": "timing"}
+    names = {"compile_s": "compile pass", "setup_s": "set-up", "tests_s": "tests", "timing_s": "timing"}
     if not early:
         names = {"preload_s": "start-up", **names}
     text = ", ".join(f"{label} {phases[key]:.1f} s" for key, label in names.items() if key in phases)

@@ -13,7 +13,10 @@ and ranked shape on inputs that have the shapes, strides and dtypes of the real 
   is an empty tensor of the right layout; an in-place one changes nothing).
 
 So a dry pass computes nothing on the GPU: the candidate being timed meanwhile keeps the GPU to
-itself. What the pass leaves is the candidate's own Triton cache on disk, in its own process's
+itself. With ``compile_workers`` above one the launches only submit their compiles to a pool of
+threads (Triton's own ``AsyncCompileMode``; its compiler and ptxas release the GIL), so a
+candidate with several settings or splits compiles them side by side instead of one after another,
+and the pass ends once every one is compiled and loaded. What the pass leaves is the candidate's own Triton cache on disk, in its own process's
 private directory. The real run then imports the submission afresh (no state of the dry pass
 survives but that cache) and finds its kernels compiled. The verdict comes from the real run
 alone, exactly as without the pass; a pass that fails, raises or overruns its budget only means
@@ -27,6 +30,7 @@ import contextlib
 import signal
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from kernel_scientist.evaluator._capture import ALLOCATION_OPS
@@ -42,9 +46,10 @@ class _Overrun(BaseException):
 
 
 @contextlib.contextmanager
-def dry_launches(device: str) -> Iterator[None]:
+def dry_launches(device: str, pending: list | None = None) -> Iterator[None]:
     """Triton launches compile and load without running; torch kernels on ``device`` are
-    evaluated on meta tensors. Undone on exit."""
+    evaluated on meta tensors. Undone on exit. Inside ``parallel_compiles`` a launch only submits
+    its compile (the launch returns None) and its future kernel goes to ``pending``."""
     import torch
     from torch.utils._pytree import tree_map
     from triton.runtime import autotuner, driver, interpreter, jit
@@ -59,9 +64,16 @@ def dry_launches(device: str) -> Iterator[None]:
         launcher = driver.active.launcher_cls
         patched.append((launcher, "__call__", launcher.__call__))
     compile_jit = jit.JITFunction.run
+    try:
+        from triton.runtime._async_compile import FutureKernel as future_kernel
+    except ImportError:  # a Triton before 3.4: no asynchronous compiles, so never one of these
+        future_kernel = ()
 
     def compile_only(self, *args, grid, warmup, **kwargs):
         kernel = compile_jit(self, *args, grid=grid, warmup=True, **kwargs)
+        if pending is not None and isinstance(kernel, future_kernel):
+            pending.append(kernel)  # compiling on the pool; reading any attribute would wait for it
+            return None
         init = getattr(kernel, "_init_handles", None)
         if init is not None:
             init()  # loads the module and builds the launcher, as a first launch would
@@ -123,6 +135,40 @@ def dry_launches(device: str) -> Iterator[None]:
             setattr(owner, attr, original)
 
 
+@contextlib.contextmanager
+def parallel_compiles(workers: int) -> Iterator[list | None]:
+    """Triton's asynchronous compile mode on a pool of ``workers`` threads, where this Triton has
+    it (3.4 on) and more than one is asked for: yields the list that ``dry_launches`` fills with
+    future kernels, else None (compiles then run in the launching thread, as always). On exit
+    compiles not yet started are cancelled and running ones waited for, so no thread of the pass
+    outlives it into the real run."""
+    try:
+        from triton.runtime import _async_compile
+    except ImportError:
+        _async_compile = None
+    if workers < 2 or _async_compile is None:
+        yield None
+        return
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ks-compile")
+    mode = _async_compile.AsyncCompileMode(pool, ignore_errors=True)
+    token = _async_compile.active_mode.set(mode)
+    try:
+        yield []
+    finally:
+        _async_compile.active_mode.reset(token)
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def load_compiled(pending: list) -> None:
+    """Wait for each future kernel of ``pending`` and load it (module and launcher, as a first
+    launch would). A compile that failed is left to the real run, which reports it."""
+    for future in pending:
+        kernel = future.result(ignore_errors=True)
+        with contextlib.suppress(Exception):
+            if kernel is not None and hasattr(kernel, "_init_handles"):
+                kernel._init_handles()
+
+
 def _tensors(tree) -> list:
     import torch
     from torch.utils._pytree import tree_leaves
@@ -148,9 +194,10 @@ def layout_inputs(ref, shape, device: str):
 
 def dry_pass(req: GpuRequest, folder: Path, budget_s: float = DRY_PASS_BUDGET_S):
     """Import the task's reference, then the candidate, and call it once per distinct test and
-    ranked shape under ``dry_launches``. Returns the pass's phases (``prepare_s``; ``prepare_calls``, the calls
-    that returned) and the reference module, which the real run must use: it was loaded before
-    any of the candidate's code ran, as the real run would load it. Whatever the candidate does
+    ranked shape under ``dry_launches``, compiling on ``req.compile_workers`` threads. Returns the
+    pass's phases (``prepare_s``; ``prepare_calls``, the calls that returned) and the reference
+    module, which the real run must use: it was loaded before any of the candidate's code ran, as
+    the real run would load it. Whatever the candidate does
     (raises, exits, loops past the budget) ends the pass, not the process."""
     began = time.perf_counter()
     done, ref = 0, None
@@ -163,6 +210,10 @@ def dry_pass(req: GpuRequest, folder: Path, budget_s: float = DRY_PASS_BUDGET_S)
         signal.setitimer(signal.ITIMER_REAL, 1.0)  # again, should the candidate catch it
         raise _Overrun()
 
+    def stop_alarm() -> None:
+        leaving[0] = True
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
     previous = signal.signal(signal.SIGALRM, overrun)
     signal.setitimer(signal.ITIMER_REAL, budget_s)
     try:
@@ -170,25 +221,28 @@ def dry_pass(req: GpuRequest, folder: Path, budget_s: float = DRY_PASS_BUDGET_S)
         isolate_candidate(req.modules, folder)
         fn = import_submission(req.source, folder)
         seen: set[str] = set()
-        # The ranked shapes too: a kernel may compile per shape (a split chosen per shape, say),
-        # and their warm-up calls would otherwise compile on the GPU's time.
-        for shape in [*req.tests, *req.benchmarks] if fn is not None else ():
-            if expired[0]:
-                break
-            if shape.label() in seen:  # a repeated shape would only reach the launch replay
-                continue
-            seen.add(shape.label())
-            try:
-                data = layout_inputs(ref, shape, req.device)
-                with dry_launches(req.device):
-                    fn(data)
-                done += 1
-            except (Exception, SystemExit):  # noqa: BLE001 - the candidate's failure ends only its own call
-                continue
+        with contextlib.ExitStack() as stack:
+            pending = stack.enter_context(parallel_compiles(req.compile_workers))
+            stack.callback(stop_alarm)  # before the pool is closed: its wait must not be interrupted
+            # The ranked shapes too: a kernel may compile per shape (a split chosen per shape, say),
+            # and their warm-up calls would otherwise compile on the GPU's time.
+            for shape in [*req.tests, *req.benchmarks] if fn is not None else ():
+                if expired[0]:
+                    break
+                if shape.label() in seen:  # a repeated shape would only reach the launch replay
+                    continue
+                seen.add(shape.label())
+                try:
+                    data = layout_inputs(ref, shape, req.device)
+                    with dry_launches(req.device, pending):
+                        fn(data)
+                    done += 1
+                except (Exception, SystemExit):  # noqa: BLE001 - the candidate's failure ends only its own call
+                    continue
+            load_compiled(pending or [])
     except (_Overrun, Exception, SystemExit):  # noqa: BLE001 - an import that fails is the real run's verdict
         pass
     finally:
-        leaving[0] = True
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        stop_alarm()
         signal.signal(signal.SIGALRM, previous)
     return {"prepare_s": time.perf_counter() - began, "prepare_calls": float(done)}, ref

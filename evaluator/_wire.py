@@ -180,6 +180,7 @@ class GpuRequest(msgspec.Struct, frozen=True):
     device: Literal["cuda", "cpu"] = "cuda"  # cpu: the protocol under Triton's interpreter, host-clock times (tests)
     meta: TaskMeta = TaskMeta()
     own_kernel: bool = False  # the policy: a torch matmul doing the task's work is rejected
+    compile_workers: int = 1  # a dry pass's compile threads (evaluator/_prepare.py); 1: in the launching thread
 
 
 class ShapeSamples(msgspec.Struct, frozen=True):

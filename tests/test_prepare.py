@@ -13,9 +13,9 @@ import pytest
 import trio
 from _support import ROOT, small_campaign, small_task_folder
 from evaluator_kernels import BETTER
-from kernel_scientist.blackboard import Outcome, Shape
+from kernel_scientist.blackboard import Outcome, Shape, metrics
 from kernel_scientist.evaluator import LocalBackend, load_task
-from kernel_scientist.evaluator._local import HarnessProcess
+from kernel_scientist.evaluator._local import HarnessProcess, compile_threads
 from test_local_backend import _harness_children, _until_blocked
 
 TASK = ROOT / "evaluator" / "tasks" / "amd_fp8_mm"
@@ -163,8 +163,65 @@ print("budget ok")
 """
 
 
-def _child(code, *args, cwd):
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
+# A real compile for an H100-class GPU (sm_90, Triton's own ptxas) with no GPU here: Triton is told
+# of a CUDA device by a stand-in driver that answers its queries and can load nothing, so every
+# compile is real and nothing runs.
+_PARALLEL = r"""
+import sys, threading
+from pathlib import Path
+import msgspec, torch
+import triton
+from triton.backends.compiler import GPUTarget
+import triton.compiler
+from triton.runtime import driver
+from kernel_scientist.blackboard import Shape
+from kernel_scientist.evaluator import LocalBackend, load_task
+from kernel_scientist.evaluator._prepare import dry_pass
+
+class NoGpu:
+    def get_current_device(self): return 0
+    def get_current_stream(self, device=None): return 0
+    def get_current_target(self): return GPUTarget("cuda", 90, 32)
+    def get_active_torch_device(self): return torch.device("cpu")
+    def map_python_to_cpp_type(self, ty): return ty
+
+driver.set_active(NoGpu())
+threads, compile = set(), triton.compiler.compile
+def counted(*args, **kwargs):
+    threads.add(threading.current_thread().name)
+    return compile(*args, **kwargs)
+triton.compiler.compile = counted  # where a JITFunction finds its compiler on its first launch
+task = load_task(sys.argv[1])
+task = msgspec.structs.replace(task, tests=task.check_shapes[:2], benchmarks=[Shape(64, 64, 128, 7)])
+source = '''
+import triton
+import triton.language as tl
+
+@triton.jit
+def fill(c_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(c_ptr + offs, tl.zeros((BLOCK,), tl.float32).to(c_ptr.dtype.element_ty), mask=offs < n)
+
+def custom_kernel(data):
+    c = data[-1]
+    for block in (64, 128, 256, 512):  # four settings, as a per-shape tuning space would have
+        fill[(triton.cdiv(c.numel(), block),)](c, c.numel(), BLOCK=block)
+    return c
+'''
+workers = int(sys.argv[3])
+req = msgspec.structs.replace(LocalBackend(task, device="cpu", spare=False).request(source, 0), compile_workers=workers)
+phases, ref = dry_pass(req, Path(sys.argv[2]))
+cubins = sorted(p.name for p in Path(sys.argv[4]).rglob("*.cubin"))
+left = [t.name for t in threading.enumerate() if t.name.startswith("ks-compile")]
+print(int(phases["prepare_calls"]), len(cubins), ",".join(sorted({t.split("_")[0] for t in threads})), len(left))
+"""
+
+
+def _child(code, *args, cwd, interpret=True, **env_vars):
+    env = {**os.environ, **env_vars}
+    env.pop("TRITON_INTERPRET", None)
+    if interpret:
+        env["TRITON_INTERPRET"] = "1"
     return subprocess.run([sys.executable, "-c", code, *args], env=env, cwd=cwd, capture_output=True, text=True)
 
 
@@ -177,6 +234,40 @@ def test_a_dry_pass_runs_no_kernel_and_changes_no_tensor(tmp_path):
 def test_a_candidate_that_never_returns_ends_its_dry_pass_at_the_budget(tmp_path):
     done = _child(_LOOPS, str(TASK), str(tmp_path), cwd=tmp_path)
     assert done.returncode == 0 and done.stdout.split() == ["budget", "ok"], done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_a_dry_pass_compiles_a_candidates_settings_side_by_side_on_its_threads(tmp_path, workers):
+    """Four settings: with three workers each compiles on the pool, and the pass ends only once
+    all four have, leaving no thread behind; with one they compile where they are launched (and,
+    as loading one needs a GPU, each call ends at its first launch: one setting compiled)."""
+    cache = tmp_path / "cache"
+    args = (str(TASK), str(tmp_path), str(workers), str(cache))
+    done = _child(_PARALLEL, *args, cwd=tmp_path, interpret=False, TRITON_CACHE_DIR=str(cache))
+    assert done.returncode == 0, done.stderr[-3000:]
+    calls, cubins, threads, left = done.stdout.split()
+    if workers == 1:
+        assert (calls, cubins, threads, left) == ("0", "1", "MainThread", "0"), done.stdout
+    else:
+        assert (calls, cubins, threads, left) == ("2", "4", "ks-compile", "0"), done.stdout  # two distinct shapes
+
+
+async def test_a_candidate_nobody_prepared_has_its_compile_pass_in_its_own_run(small_task):
+    """With compile threads and nothing prepared, the run makes the same dry pass first (its
+    phase is the run's own, not "ahead"), and the verdict is the plain run's."""
+    with LocalBackend(small_task, device="cpu", timeout_s=60, max_calls=3, spare=False, compile_workers=2) as backend:
+        passed = await backend.evaluate(small_task.seed_source, submission_id=1, secret_seed=5)
+    with _backend(small_task, ahead=0) as backend:
+        plain = await backend.evaluate(small_task.seed_source, submission_id=1, secret_seed=5)
+    assert passed.outcome is Outcome.PASSED and passed.reason == plain.reason, passed.reason
+    assert passed.phases["compile_calls"] == 2 and "compile pass" in passed.provenance.notes
+    assert "compiled ahead" not in passed.provenance.notes and not metrics.started_early(passed.phases)
+    assert "compile_s" not in plain.phases
+
+
+def test_the_compile_threads_share_the_hosts_cores_but_one():
+    assert compile_threads(3, cpus=16) == 5 and compile_threads(1, cpus=64) == 8
+    assert compile_threads(3, cpus=2) == 1 and compile_threads(0, cpus=1) == 1
 
 
 def test_a_campaign_on_the_local_backend_evaluates_candidates_compiled_ahead(tmp_path):
