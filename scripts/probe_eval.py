@@ -5,7 +5,7 @@ files back to back, with and without the spare harness process, and with the nex
 ahead (``prepare``: the campaign's default, evaluator/_prepare.py), under the stop rule given.
 
     python scripts/probe_eval.py FILE.py [FILE.py ...] [--rounds 2] [--min-calls 3 --max-calls 20
-        --rel-stderr 0.001 --budget 1.0] [--out probe.json]
+        --rel-stderr 0.001 --budget 1.0] [--compile-workers N] [--out probe.json]
 
 Prints, per evaluation, its wall time from request to verdict and its phases (the harness's own
 clock: set-up, tests with their compiles and first-call tuning, timing), then the evaluations per
@@ -52,6 +52,7 @@ async def _run(args: argparse.Namespace) -> dict:
             own_kernel=True,
             spare=spare,
             prepare_ahead=2 if mode == "prepare" else 0,
+            compile_workers=args.compile_workers or None,
             device="cpu" if args.small else "cuda",
         ) as backend:
             began = time.perf_counter()
@@ -97,6 +98,12 @@ def main() -> int:
     p.add_argument("--rel-stderr", type=float, default=0.001)
     p.add_argument("--budget", type=float, default=1.0, help="wall seconds per ranked shape")
     p.add_argument("--timeout", type=float, default=300.0)
+    p.add_argument(
+        "--compile-workers",
+        type=int,
+        default=0,
+        help="compile threads per dry pass (0: the backend's default; 1: none)",
+    )
     p.add_argument("--out", default="")
     p.add_argument(
         "--modes",
