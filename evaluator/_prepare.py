@@ -16,11 +16,11 @@ So a dry pass computes nothing on the GPU: the candidate being timed meanwhile k
 itself. With ``compile_workers`` above one the launches only submit their compiles to a pool of
 threads (Triton's own ``AsyncCompileMode``; its compiler and ptxas release the GIL), so a
 candidate with several settings or splits compiles them side by side instead of one after another,
-and the pass ends once every one is compiled and loaded. What the pass leaves is the candidate's own Triton cache on disk, in its own process's
-private directory. The real run then imports the submission afresh (no state of the dry pass
-survives but that cache) and finds its kernels compiled. The verdict comes from the real run
-alone, exactly as without the pass; a pass that fails, raises or overruns its budget only means
-that less is compiled ahead. One harness process still serves one candidate, so nothing one
+and the pass ends once every one is compiled and loaded. What the pass leaves is the candidate's
+own Triton cache on disk, in its own process's private directory. The real run then imports the
+submission afresh (no state of the dry pass survives but that cache) and finds its kernels
+compiled. The verdict comes from the real run alone, exactly as without the pass; a pass that
+fails, raises or overruns its budget only means that less is compiled ahead. One harness process still serves one candidate, so nothing one
 candidate compiled is ever loaded by another.
 """
 
@@ -197,8 +197,8 @@ def dry_pass(req: GpuRequest, folder: Path, budget_s: float = DRY_PASS_BUDGET_S)
     ranked shape under ``dry_launches``, compiling on ``req.compile_workers`` threads. Returns the
     pass's phases (``prepare_s``; ``prepare_calls``, the calls that returned) and the reference
     module, which the real run must use: it was loaded before any of the candidate's code ran, as
-    the real run would load it. Whatever the candidate does
-    (raises, exits, loops past the budget) ends the pass, not the process."""
+    the real run would load it. Whatever the candidate does (raises, exits, loops past the budget)
+    ends the pass, not the process."""
     began = time.perf_counter()
     done, ref = 0, None
     expired, leaving = [False], [False]
