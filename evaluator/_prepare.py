@@ -20,8 +20,8 @@ and the pass ends once every one is compiled and loaded. What the pass leaves is
 own Triton cache on disk, in its own process's private directory. The real run then imports the
 submission afresh (no state of the dry pass survives but that cache) and finds its kernels
 compiled. The verdict comes from the real run alone, exactly as without the pass; a pass that
-fails, raises or overruns its budget only means that less is compiled ahead. One harness process still serves one candidate, so nothing one
-candidate compiled is ever loaded by another.
+fails, raises or overruns its budget only means that less is compiled ahead. One harness process
+still serves one candidate, so nothing one candidate compiled is ever loaded by another.
 """
 
 from __future__ import annotations
@@ -64,14 +64,10 @@ def dry_launches(device: str, pending: list | None = None) -> Iterator[None]:
         launcher = driver.active.launcher_cls
         patched.append((launcher, "__call__", launcher.__call__))
     compile_jit = jit.JITFunction.run
-    try:
-        from triton.runtime._async_compile import FutureKernel as future_kernel
-    except ImportError:  # a Triton before 3.4: no asynchronous compiles, so never one of these
-        future_kernel = ()
 
     def compile_only(self, *args, grid, warmup, **kwargs):
         kernel = compile_jit(self, *args, grid=grid, warmup=True, **kwargs)
-        if pending is not None and isinstance(kernel, future_kernel):
+        if pending is not None and hasattr(kernel, "result"):  # a future kernel: Triton's own test
             pending.append(kernel)  # compiling on the pool; reading any attribute would wait for it
             return None
         init = getattr(kernel, "_init_handles", None)
