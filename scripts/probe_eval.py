@@ -115,6 +115,11 @@ def main() -> int:
     if set(args.modes.split(",")) - {"cold", "spare", "prepare"}:
         print(f"probe_eval: --modes takes cold, spare and/or prepare, not {args.modes!r}", file=sys.stderr)
         return 2
+    if args.compile_workers < 0:
+        print(
+            f"probe_eval: --compile-workers takes 0 (the default) or more, not {args.compile_workers}", file=sys.stderr
+        )
+        return 2
     missing = [f for f in args.files if not Path(f).is_file()]
     if missing:
         print(f"probe_eval: no such file: {missing[0]}", file=sys.stderr)

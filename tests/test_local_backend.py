@@ -315,6 +315,11 @@ def test_min_calls_above_max_calls_is_refused_in_one_line(tmp_path):
     "name, args, says",
     [
         ("probe_eval.py", ["missing.py"], "probe_eval: no such file: missing.py"),
+        (
+            "probe_eval.py",
+            ["--compile-workers", "-1"],
+            "probe_eval: --compile-workers takes 0 (the default) or more, not -1",
+        ),
         ("probe_eval.py", [], "probe_eval: no GPU visible; --small runs the same protocol on the CPU"),
         ("profile_eval.py", [str(ROOT / "evaluator/tasks/amd_fp8_mm/submission.py")], "profile_eval: no GPU visible"),
         ("ncu_kernel.py", ["x.py", "--shape", "12x"], "ncu_kernel: --shape must be MxNxK, not '12x'"),
