@@ -225,6 +225,7 @@ def _gemm_sk(
     BLOCK_N: tl.constexpr,
     GROUP_M: tl.constexpr,
     SPLIT: tl.constexpr,
+    FMA: tl.constexpr = False,
 ):
     """Split-K over the pre-converted fp16 operands, one launch: each of SPLIT programs per tile sums
     a slice of the K blocks; all but the last to finish leave an fp32 partial in the workspace, and
@@ -250,8 +251,11 @@ def _gemm_sk(
         a = a_desc.load([kb * 128, pid_m * BLOCK_M])
         b = b_desc.load([kb * 128, pid_n * BLOCK_N])
         partial = tl.dot(a.T, b)
-        a_s, b_s = _scales(as_ptr, bs_ptr, kb, M, N, NBLK_N, offs_m, offs_n)
-        acc += partial * a_s[:, None] * b_s[None, :]
+        if FMA:
+            acc += partial * _row_scale(as_ptr, bs_ptr, kb, M, NBLK_N, offs_m, pid_n * BLOCK_N)[:, None]
+        else:
+            a_s, b_s = _scales(as_ptr, bs_ptr, kb, M, N, NBLK_N, offs_m, offs_n)
+            acc += partial * a_s[:, None] * b_s[None, :]
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
     tile_ws = ws_ptr + tile * BLOCK_M * BLOCK_N
     local = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
@@ -267,6 +271,99 @@ def _gemm_sk(
             tl.atomic_xchg(cnt_ptr + tile, 0)
     else:
         tl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc.to(tl.bfloat16), mask=mask)
+
+
+@triton.jit
+def _tile_part(
+    a_desc, b_desc, as_ptr, bs_ptr, M, NBLK_N, pid_m, pid_n, kb_lo, kb_hi, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr
+):
+    """Scale blocks kb_lo..kb_hi-1 of one output tile, the scales folded per row (token ``fma``)."""
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for kb in range(kb_lo, kb_hi):
+        a = a_desc.load([kb * 128, pid_m * BLOCK_M])
+        b = b_desc.load([kb * 128, pid_n * BLOCK_N])
+        partial = tl.dot(a.T, b)
+        acc += partial * _row_scale(as_ptr, bs_ptr, kb, M, NBLK_N, offs_m, pid_n * BLOCK_N)[:, None]
+    return acc
+
+
+@triton.jit
+def _gemm_stk(
+    a_ptr,
+    b_ptr,
+    as_ptr,
+    bs_ptr,
+    c_ptr,
+    ws_ptr,
+    flag_ptr,
+    M,
+    N,
+    K,
+    NBLK_N,
+    DP_TILES,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    NUM_PROGS: tl.constexpr,
+):
+    """Stream-K over the fp16 copies (token ``stk``): the first DP_TILES tiles go whole to the
+    persistent programs in turn; the scale blocks of the other tiles are shared out evenly, one
+    contiguous range per program, so every program does the same work however the tiles fall on
+    the SMs. Each program walks its range from the end, so the part of a tile it does first is
+    that tile's beginning (left in its workspace slot, flag set) and the part it does last is a
+    tile's end, whose owner adds the lower programs' slots (long finished) and writes c. Owners
+    wait only on lower program ids, so an in-order interpreter runs it too."""
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[K, M], strides=[M, 1], block_shape=[128, BLOCK_M])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[N, 1], block_shape=[128, BLOCK_N])
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_tiles = num_pid_m * num_pid_n
+    kblocks = tl.cdiv(K, 128)
+    pid = tl.program_id(0)
+    for tile in range(pid, DP_TILES, NUM_PROGS):
+        pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
+        acc = _tile_part(a_desc, b_desc, as_ptr, bs_ptr, M, NBLK_N, pid_m, pid_n, 0, kblocks, BLOCK_M, BLOCK_N)
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(tl.bfloat16))
+    sk_iters = (num_tiles - DP_TILES) * kblocks
+    lo = pid * sk_iters // NUM_PROGS
+    end = (pid + 1) * sk_iters // NUM_PROGS
+    local = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    while end > lo:
+        t = (end - 1) // kblocks
+        tile_start = t * kblocks
+        seg_lo = tl.maximum(lo, tile_start)
+        pid_m, pid_n = grouped_tile(DP_TILES + t, num_pid_m, num_pid_n, GROUP_M)
+        k_lo = seg_lo - tile_start
+        k_hi = end - tile_start
+        acc = _tile_part(a_desc, b_desc, as_ptr, bs_ptr, M, NBLK_N, pid_m, pid_n, k_lo, k_hi, BLOCK_M, BLOCK_N)
+        if k_hi < kblocks:
+            # A tile's beginning (or middle): this program's first segment, its one workspace slot.
+            tl.store(ws_ptr + pid * BLOCK_M * BLOCK_N + local, acc)
+            tl.debug_barrier()
+            tl.atomic_xchg(flag_ptr + pid, 1, sem="release")
+        else:
+            q = pid - 1
+            covered = seg_lo
+            while covered > tile_start:
+                while tl.atomic_add(flag_ptr + q, 0, sem="acquire") == 0:
+                    pass
+                acc += tl.load(ws_ptr + q * BLOCK_M * BLOCK_N + local, cache_modifier=".cg")
+                tl.atomic_xchg(flag_ptr + q, 0, sem="relaxed")
+                covered = q * sk_iters // NUM_PROGS
+                q -= 1
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(tl.bfloat16))
+        end = seg_lo
+
+
+def stream_k_dp_tiles(tiles: int, n_sms: int) -> int:
+    """Tiles done whole: every full wave but the last; the last full wave and the partial one are
+    shared out by scale blocks (so each program's share is at least about one tile)."""
+    waves, tail = divmod(tiles, n_sms)
+    if tail == 0:
+        return tiles
+    return max(0, waves - 1) * n_sms
 
 
 def pick_split(tiles: int, k_blocks: int, n_sms: int, most: int = 8) -> int:
@@ -327,22 +424,30 @@ def make(variant: str, cfg):
     tl.store instead of a descriptor, ``hd`` descriptors built on the host, ``lag`` the scaled add of
     each block one step behind its dot (so the two can overlap), ``sk`` split-K in one launch with
     the split picked per shape (``pick_split``; not persistent), ``x2``/``x3`` two or three persistent
-    programs per SM, ``one`` the pre-pass inside the GEMM's launch behind a grid-wide barrier."""
+    programs per SM, ``one`` the pre-pass inside the GEMM's launch behind a grid-wide barrier,
+    ``ha``/``hb`` only b (or only a) converted by the pre-pass, the other operand's fp8 tiles
+    converted in the kernel (half the pre-pass's traffic where that operand is the larger)."""
     bm, bn, warps, stages = cfg
     tokens = set(variant.split("_"))
     if "fma" in tokens and (bn > 128 or "two" in tokens or "lag" in tokens):
         raise ValueError("fma needs BLOCK_N <= 128 (one b scale per tile and K block), without two or lag")
+    if "stk" in tokens and (bn > 128 or tokens & {"ws", "sk", "ha", "hb", "one", "inreg", "lean"}):
+        raise ValueError("stk: the plain persistent loop with the folded scale (BLOCK_N <= 128) only")
+    if ("ha" in tokens or "hb" in tokens) and tokens & {"sk", "one", "inreg", "lean"}:
+        raise ValueError("ha / hb convert one operand in the persistent tile loop only")
     if "glu" in tokens:  # the Gluon kernel (scripts/gluon_gemm.py); Hopper only
         from gluon_gemm import make_gluon  # noqa: PLC0415
 
         return make_gluon(cfg, convert, outstanding=0 if "w0" in tokens else 1, per_sm=2 if "x2" in tokens else 1)
     inreg = "inreg" in tokens
+    # ha / hb: one operand stays fp8 and is converted in the kernel (CONVERT leaves fp16 tiles as they are).
+    half = "a" if "ha" in tokens else "b" if "hb" in tokens else None
     host_desc = "hd" in tokens
     consts = dict(
         BLOCK_M=bm,
         BLOCK_N=bn,
         GROUP_M=8,
-        CONVERT=inreg,
+        CONVERT=inreg or half is not None,
         WS="ws" in tokens,
         SUBK=64 if "k64" in tokens else 128,
         TWO="two" in tokens,
@@ -377,10 +482,47 @@ def make(variant: str, cfg):
                 one = dict(a8_ptr=a, b8_ptr=b, bar_ptr=scratch["bar"], CBLOCK=4096)
                 _gemm[(progs,)](a_in, b_in, a_s, b_s, c, m, n, k, b_s.shape[0], NUM_PROGS=progs, **one, **consts)
                 return c
-            convert[(triton.cdiv(na, 4096) + triton.cdiv(nb, 4096),)](a, b, a_in, b_in, na, nb, BLOCK=4096)
+            if half == "a":  # only b converted; the kernel reads a's fp8 tiles
+                convert[(triton.cdiv(nb, 4096),)](a, b, b_in, b_in, 0, nb, BLOCK=4096)
+                a_in = a
+            elif half == "b":
+                convert[(triton.cdiv(na, 4096),)](a, b, a_in, a_in, na, 0, BLOCK=4096)
+                b_in = b
+            else:
+                convert[(triton.cdiv(na, 4096) + triton.cdiv(nb, 4096),)](a, b, a_in, b_in, na, nb, BLOCK=4096)
         # x2 / x3: two or three resident programs per SM, whose dots and scaled adds interleave.
         per_sm = 3 if "x3" in tokens else 2 if "x2" in tokens else 1
         progs = min(triton.cdiv(m, bm) * triton.cdiv(n, bn), per_sm * n_sms)
+        if "stk" in tokens:
+            tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
+            wkey = ("stk", bm, bn)
+            if wkey not in scratch:
+                scratch[wkey] = (
+                    torch.empty(n_sms * bm * bn, dtype=torch.float32, device=a.device),
+                    torch.zeros(n_sms, dtype=torch.int32, device=a.device),
+                )
+            ws, flags = scratch[wkey]
+            _gemm_stk[(n_sms,)](
+                a_in,
+                b_in,
+                a_s,
+                b_s,
+                c,
+                ws,
+                flags,
+                m,
+                n,
+                k,
+                b_s.shape[0],
+                stream_k_dp_tiles(tiles, n_sms),
+                BLOCK_M=bm,
+                BLOCK_N=bn,
+                GROUP_M=8,
+                NUM_PROGS=n_sms,
+                num_warps=warps,
+                num_stages=stages,
+            )
+            return c
         if "sk" in tokens:
             tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
             split = pick_split(tiles, triton.cdiv(k, 128), n_sms)
@@ -407,6 +549,7 @@ def make(variant: str, cfg):
                 BLOCK_N=bn,
                 GROUP_M=8,
                 SPLIT=split,
+                FMA="fma" in tokens,
                 num_warps=warps,
                 num_stages=stages,
             )
