@@ -16,6 +16,7 @@ from .precision import AccumulationPrecision
 from .replay import LaunchReplay
 from .scale_fold import ScaleFold
 from .split_k import SplitK
+from .stream_k import StreamK
 from .tunables import Stages, TileShape, Warps
 from .tuning import InSubmissionTuning, LeanHost
 
@@ -31,6 +32,7 @@ _CLASSES = (
     TensorDescriptors,
     Persistent,
     WarpSpecialize,
+    StreamK,
     ScaleFold,
     AmdKnobs,
     XcdRemap,

@@ -178,7 +178,11 @@ class TensorDescriptors(Technique):
 
     def detect(self, source: str) -> dict[str, Param] | None:
         require(source, "work_preamble", "loads", "epilogue", why=self.name)
-        return {"tma": True} if has(source, "descriptors") else None
+        if has(source, "descriptors"):
+            return {"tma": True}
+        if has(source, "split_k_pid"):  # the host-reduction split-K writes K planes, c_desc one
+            raise NotApplicable(f"{self.name}: the epilogue writes split-K planes; apply it before split_k")
+        return None
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
         if self._has_form(source, params):
@@ -230,6 +234,10 @@ class TensorDescriptors(Technique):
         return insert_after_region(source, "select_config", _ALLOCATOR)
 
 
+STREAM_K_CONFLICT = (
+    "stream_k rewrote the persistent loop and keeps its warp specialisation for STREAM_K 0 only (its "
+    "fix-up flags need one epilogue per program); turn warp specialisation on or off before stream_k"
+)
 _PERSISTENT_LOOP = re.compile(r"^for work_id in (?:tl\.)?range\(tl\.program_id\(0\), num_work, NUM_SMS(?P<rest>.*)\):$")
 
 
@@ -267,6 +275,8 @@ class WarpSpecialize(Technique):
 
     def _loop(self, source: str) -> str:
         require(source, "tile", why=self.name)
+        if has(source, "stream_k_schedule"):
+            raise NotApplicable(f"{self.name}: {STREAM_K_CONFLICT}")
         for line in body(source, "tile"):
             if _PERSISTENT_LOOP.match(line.strip()):
                 return line.strip()

@@ -61,9 +61,14 @@ def _slices(source: str) -> str:
     )
 
 
+_STREAM_K = "split_k: this kernel shares out its K loops already (stream_k); use one or the other"
+
+
 def install(source: str, split: int) -> str:
     """Insert the split-K structure with SPLIT_K = ``split`` (1 leaves the result unchanged)."""
     require(source, *_REGIONS, "config", "select_config", "params", why="split_k")
+    if has(source, "stream_k_schedule"):
+        raise NotApplicable(_STREAM_K)
     epilogue = "\n".join(body(source, "epilogue"))
     if "out_base = c_ptr" not in epilogue:
         raise NotApplicable("split_k: the epilogue must write through `out_base = c_ptr`")
@@ -186,6 +191,8 @@ def install_reduce(source: str, most: int) -> str:
     the workspace alternative)."""
     require(source, "work_preamble", "pid_map", "k_bounds", "epilogue", "grid", "launch", "params", why="split_k")
     require(source, "config", "select_config", why="split_k")
+    if has(source, "stream_k_schedule"):
+        raise NotApplicable(_STREAM_K)
     params = body(source, "params")
     first = next((ln.strip() for ln in params if "c_ptr," in ln), None)
     launch = body(source, "launch")

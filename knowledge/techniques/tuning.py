@@ -39,9 +39,30 @@ TUNING_BUDGET_S = 30.0  # per shape: stop trying settings after this long (compi
 _TUNED = {{}}  # (m, n, k) -> the fastest launch settings; settings only, never a result
 
 
+# Structure switches of the kernel (stream_k's STREAM_K): where the settings carry one, the fastest
+# setting is timed again with each other value and the faster kept.
+TUNING_SWITCHES = {{"STREAM_K": (0, 1)}}
+
+
+def _timed(launch, trial):
+    """Milliseconds for three launches of ``trial`` after one that compiles it; None where this
+    GPU cannot run it (too much shared memory, say)."""
+    try:
+        launch(trial)  # compiles on first use
+    except Exception:  # noqa: BLE001 - a setting this GPU cannot run is simply not a candidate
+        return None
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(3):
+        launch(trial)
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+
 def tuned(key, cfg, launch):
-    """The fastest of TUNING_SPACE for one shape, timed with device events on its first call;
-    settings that fail to compile (too much shared memory, say) are skipped."""
+    """The fastest of TUNING_SPACE for one shape, timed with device events on its first call, then
+    its structure switches; settings that fail to compile are skipped."""
     best = _TUNED.get(key)
     if best is not None:
         return best
@@ -54,17 +75,18 @@ def tuned(key, cfg, launch):
         if time.perf_counter() - began > TUNING_BUDGET_S:
             break
         trial = dict(cfg, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps, num_stages=stages)
-        try:
-            launch(trial)  # compiles on first use
-        except Exception:  # noqa: BLE001 - a setting this GPU cannot run is simply not a candidate
-            continue
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(3):
-            launch(trial)
-        end.record()
-        end.synchronize()
-        timings.append((start.elapsed_time(end), len(timings), trial))
+        ms = _timed(launch, trial)
+        if ms is not None:
+            timings.append((ms, len(timings), trial))
+    if timings:
+        for name, values in TUNING_SWITCHES.items():
+            fastest = min(timings)[2]
+            for value in values:
+                if name in fastest and value != fastest[name] and time.perf_counter() - began <= TUNING_BUDGET_S:
+                    trial = dict(fastest, **{{name: value}})
+                    ms = _timed(launch, trial)
+                    if ms is not None:
+                        timings.append((ms, len(timings), trial))
     best = min(timings)[2] if timings else cfg
     _TUNED[key] = best
     return best
@@ -254,13 +276,28 @@ _SCALE_STRIDES = re.compile(r"\bstride_[ab]s[a-z_]*k\b")
 def compile_once(source: str) -> str:
     """``source`` with its GEMM kernel (the one holding region ``params``) kept from specialising
     on the scale tensors' K-block strides: ``@triton.jit(do_not_specialize=[...])``. Unchanged where the
-    kernel has no such parameters or its decorator already takes arguments."""
-    names = [n for line in body(source, "params") for n in _SCALE_STRIDES.findall(line)]
+    kernel has no such parameters."""
+    return no_specialise(source, [n for line in body(source, "params") for n in _SCALE_STRIDES.findall(line)])
+
+
+_JIT = re.compile(
+    r"^@triton\.jit(?:\(do_not_specialize=\[(?P<listed>[^\]]*)\]\))?\n(?P<head>def \w+\(\n[ \t]*# region: params)$",
+    re.M,
+)
+
+
+def no_specialise(source: str, names: list[str]) -> str:
+    """``source`` with ``names`` added to its GEMM kernel's ``do_not_specialize`` list (the kernel
+    whose parameters are region ``params``). Unchanged for no names, or a decorator with other arguments."""
     if not names:
         return source
-    jit = re.compile(r"^@triton\.jit\n(def \w+\(\n[ \t]*# region: params)$", re.M)
-    listed = ", ".join(repr(n) for n in dict.fromkeys(names))
-    return jit.sub(lambda m: f"@triton.jit(do_not_specialize=[{listed}])\n{m.group(1)}", source, count=1)
+
+    def merged(match: re.Match[str]) -> str:
+        listed = [n.strip().strip("'\"") for n in (match["listed"] or "").split(",") if n.strip()]
+        every = ", ".join(repr(n) for n in dict.fromkeys(listed + names))
+        return f"@triton.jit(do_not_specialize=[{every}])\n{match['head']}"
+
+    return _JIT.sub(merged, source, count=1)
 
 
 class NvidiaTuning(InSubmissionTuning, replaces_on="nvidia"):

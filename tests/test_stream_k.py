@@ -1,0 +1,154 @@
+"""Stream-K (knowledge/techniques/stream_k.py) on the Hopper line a campaign builds: the K blocks of
+the last waves shared out over the persistent programs, the fix-up between programs, the per-shape
+switch back to the loop as it was, and the tuner that times both.
+
+Kernels run in Triton's CPU interpreter, which runs the programs one after another in id order: an
+owner that waited on a higher program id would hang here, so these tests also pin the direction
+of the waits."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from kernel_scientist.knowledge import NotApplicable
+from kernel_scientist.knowledge._regions import set_constant
+from test_task import load_submission, reference
+from test_techniques import HOPPER_CHAIN, SEED
+
+from kernel_scientist import knowledge
+
+NVIDIA = {t.name: t for t in knowledge.catalogue("nvidia")}
+# Persistent, TMA, warp-specialised, folded scales, direct launch, the tuner: campaign H's line.
+LINE = HOPPER_CHAIN
+
+
+def _line(*extra: tuple[str, dict]) -> str:
+    source = SEED
+    for name, params in [*LINE, *extra]:
+        source = NVIDIA[name].apply(source, params)
+    return source
+
+
+def _right(module, shapes, calls: int = 2) -> None:
+    for shape in shapes:
+        data = reference.generate_input(*shape, seed=shape[1] + shape[2], device="cpu")
+        for call in range(calls):  # later calls find the flags cleared by the owners
+            ok, message = reference.check_implementation(data, module.custom_kernel(data))
+            assert ok, f"{shape} call {call}: {message[:300]}"
+
+
+def test_stream_k_goes_in_once_and_keeps_the_loop_for_stream_k_0():
+    stream_k = NVIDIA["stream_k"]
+    before = _line()
+    assert [v.params for v in stream_k.variants(before)] == [{"stream_k": True}]
+    source = stream_k.apply(before, {"stream_k": True})
+    assert stream_k.detect(source) == {"stream_k": True} and stream_k.variants(source) == []
+    assert stream_k.apply(source, {"stream_k": True}) == source
+    # The warp-specialised, flattened loop stays, for STREAM_K 0 only; exactly NUM_SMS programs.
+    assert "tl.range(0, dp_steps + sk_steps, flatten=STREAM_K == 0, warp_specialize=STREAM_K == 0)" in source
+    assert 'grid = (cfg["NUM_SMS"],)' in source and "STREAM_K = 1" in source
+    # One compile per setting: DP_TILES joins the scale strides in do_not_specialize, once each.
+    assert "@triton.jit(do_not_specialize=['stride_ask', 'stride_bsk', 'DP_TILES'])" in source
+    assert "TUNING_SWITCHES" in source
+    # Not offered before the persistent loop exists; refused next to either split-K.
+    assert stream_k.variants(SEED) == []
+    with pytest.raises(NotApplicable, match="persistent"):
+        stream_k.apply(SEED, {"stream_k": True})
+    with pytest.raises(NotApplicable, match="stream_k"):
+        NVIDIA["split_k"].apply(source, {"SPLIT_K_MAX": 4})
+    with pytest.raises(NotApplicable, match="stream_k"):
+        knowledge.technique("split_k").apply(source, {"SPLIT_K": 2})
+    plain = NVIDIA["warp_specialize"].apply(before, {"warp_specialize": False})
+    split = NVIDIA["split_k"].apply(plain, {"SPLIT_K_MAX": 4})
+    with pytest.raises(NotApplicable, match="splits K already"):
+        stream_k.apply(split, {"stream_k": True})
+    with pytest.raises(NotApplicable, match="before stream_k"):
+        NVIDIA["warp_specialize"].apply(source, {"warp_specialize": False})
+    # From the plain loop, the header stays a plain range.
+    assert "for work_id in range(0, dp_steps + sk_steps):" in stream_k.apply(plain, {"stream_k": True})
+
+
+def test_the_plan_gives_whole_tiles_for_every_full_wave_but_the_last(tmp_path):
+    namespace = load_submission(_line(("stream_k", {"stream_k": True})), tmp_path, "plan").module
+    cfg = {"NUM_SMS": 4, "BLOCK_M": 64, "BLOCK_N": 64, "STREAM_K": 1}
+    whole = [namespace.stream_k_plan(m, n, cfg, "cpu")[0] for m, n in ((64, 64), (192, 192), (128, 256), (64, 640))]
+    assert whole == [0, 4, 8, 4]  # 1 tile; 9 = 2 waves + 1; 8 = 2 full waves; 10 = 2 waves + 2
+    assert namespace.stream_k_plan(192, 192, dict(cfg, STREAM_K=0), "cpu")[0] == 9
+    _, slots, flags = namespace.stream_k_plan(192, 192, cfg, "cpu")
+    assert slots.numel() == 4 * 64 * 64 and flags.tolist() == [0, 0, 0, 0]
+
+
+# Fewer K blocks than programs (empty ranges), whole tiles then pieces, one tile over every
+# program, n % 128 == 64 and a 96-row m (rows past m wrap), a K that is not a multiple of the split.
+SHAPES = [(64, 64, 128), (192, 192, 512), (64, 64, 2048), (96, 192, 256), (128, 320, 1152)]
+
+
+@pytest.mark.parametrize("programs", [4, 132])
+def test_stream_k_is_right_on_every_split_of_the_work(programs, tmp_path):
+    source = set_constant(_line(("stream_k", {"stream_k": True})), "NUM_SMS", programs)
+    module = load_submission(source, tmp_path, f"sk{programs}")
+    _right(module, SHAPES if programs == 4 else SHAPES[:3])
+    assert module.module._SK_SCRATCH and all(
+        flags.tolist() == [0] * programs for _, flags in module.module._SK_SCRATCH.values()
+    )
+
+
+def test_stream_k_0_is_the_loop_as_it_was(tmp_path):
+    source = set_constant(_line(("stream_k", {"stream_k": True})), "STREAM_K", 0)
+    _right(load_submission(set_constant(source, "NUM_SMS", 4), tmp_path, "sk0"), SHAPES[1:3], calls=1)
+
+
+class _Clock:
+    """Stands in for torch.cuda in the tuner: each launch of a setting costs what ``cost`` says,
+    and the events read the total of the launches between them."""
+
+    def __init__(self, cost):
+        self.cost, self.now, self.launched = cost, 0.0, []
+
+    def launch(self, cfg):
+        self.launched.append(dict(cfg))
+        self.now += self.cost(cfg)
+
+    def is_available(self):
+        return True
+
+    def Event(self, enable_timing):  # noqa: N802 - torch's name
+        clock = self
+
+        class _Event:
+            def record(self):
+                self.at = clock.now
+
+            def synchronize(self):
+                pass
+
+            def elapsed_time(self, end):
+                return end.at - self.at
+
+        return _Event()
+
+
+def test_the_tuner_times_the_fastest_setting_again_with_stream_k_0(tmp_path, monkeypatch):
+    """The fastest setting is timed with its other STREAM_K value and the faster kept, per shape;
+    a setting without the switch is left as it is."""
+    namespace = load_submission(_line(("stream_k", {"stream_k": True})), tmp_path, "tuner").module
+    space = namespace.TUNING_SPACE
+    fastest = space[2]
+
+    def cost(cfg):
+        tile = (cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["num_warps"], cfg["num_stages"])
+        return (1.0 if tile == fastest else 2.0) + (0.5 if cfg.get("STREAM_K") else 0.0)
+
+    clock = _Clock(cost)
+    monkeypatch.setattr(namespace, "torch", SimpleNamespace(cuda=clock))
+    best = namespace.tuned((1, 2, 3), {"STREAM_K": 1, "GROUP_M": 8}, clock.launch)
+    assert (best["BLOCK_M"], best["BLOCK_N"], best["num_warps"], best["num_stages"]) == fastest
+    assert best["STREAM_K"] == 0 and len(clock.launched) == 4 * (len(space) + 1)
+    clock = _Clock(lambda cfg: 1.0 + (0.0 if cfg.get("STREAM_K") else 0.5))
+    monkeypatch.setattr(namespace, "torch", SimpleNamespace(cuda=clock))
+    assert namespace.tuned((4, 5, 6), {"STREAM_K": 1}, clock.launch)["STREAM_K"] == 1
+    clock = _Clock(lambda cfg: 1.0)
+    monkeypatch.setattr(namespace, "torch", SimpleNamespace(cuda=clock))
+    assert "STREAM_K" not in namespace.tuned((7, 8, 9), {"GROUP_M": 8}, clock.launch)
+    assert len(clock.launched) == 4 * len(space)
