@@ -99,6 +99,7 @@ def _gemm(
     LAG: tl.constexpr,
     RS: tl.constexpr = False,
     FMA: tl.constexpr = False,
+    FLAT: tl.constexpr = True,
     c_desc=None,
     a8_ptr=None,
     b8_ptr=None,
@@ -137,7 +138,7 @@ def _gemm(
     num_pid_n = tl.cdiv(N, BLOCK_N)
     num_tiles = num_pid_m * num_pid_n
     STEP: tl.constexpr = 256 if TWO else 128
-    for tile in tl.range(tl.program_id(0), num_tiles, NUM_PROGS, flatten=True, warp_specialize=WS):
+    for tile in tl.range(tl.program_id(0), num_tiles, NUM_PROGS, flatten=FLAT, warp_specialize=WS):
         pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
         offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -347,11 +348,13 @@ def _gemm_stk(
             q = pid - 1
             covered = seg_lo
             while covered > tile_start:
-                while tl.atomic_add(flag_ptr + q, 0, sem="acquire") == 0:
-                    pass
-                acc += tl.load(ws_ptr + q * BLOCK_M * BLOCK_N + local, cache_modifier=".cg")
-                tl.atomic_xchg(flag_ptr + q, 0, sem="relaxed")
-                covered = q * sk_iters // NUM_PROGS
+                q_lo = q * sk_iters // NUM_PROGS
+                if q_lo < covered:  # an empty range (fewer K blocks than programs) left nothing
+                    while tl.atomic_add(flag_ptr + q, 0, sem="acquire") == 0:
+                        pass
+                    acc += tl.load(ws_ptr + q * BLOCK_M * BLOCK_N + local, cache_modifier=".cg")
+                    tl.atomic_xchg(flag_ptr + q, 0, sem="relaxed")
+                covered = q_lo
                 q -= 1
             c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(tl.bfloat16))
         end = seg_lo
@@ -426,7 +429,8 @@ def make(variant: str, cfg):
     the split picked per shape (``pick_split``; not persistent), ``x2``/``x3`` two or three persistent
     programs per SM, ``one`` the pre-pass inside the GEMM's launch behind a grid-wide barrier,
     ``ha``/``hb`` only b (or only a) converted by the pre-pass, the other operand's fp8 tiles
-    converted in the kernel (half the pre-pass's traffic where that operand is the larger)."""
+    converted in the kernel (half the pre-pass's traffic where that operand is the larger),
+    ``nofl`` the tile loop not flattened with the K loop."""
     bm, bn, warps, stages = cfg
     tokens = set(variant.split("_"))
     if "fma" in tokens and (bn > 128 or "two" in tokens or "lag" in tokens):
@@ -455,6 +459,7 @@ def make(variant: str, cfg):
         LAG="lag" in tokens,
         RS="rs" in tokens,
         FMA="fma" in tokens,
+        FLAT="nofl" not in tokens,
         num_warps=warps,
         num_stages=stages,
     )
