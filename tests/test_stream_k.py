@@ -45,8 +45,8 @@ def test_stream_k_goes_in_once_and_keeps_the_loop_for_stream_k_0():
     source = stream_k.apply(before, {"stream_k": True})
     assert stream_k.detect(source) == {"stream_k": True} and stream_k.variants(source) == []
     assert stream_k.apply(source, {"stream_k": True}) == source
-    # The warp-specialised, flattened loop stays, for STREAM_K 0 only; exactly NUM_SMS programs.
-    assert "tl.range(0, dp_steps + sk_steps, flatten=STREAM_K == 0, warp_specialize=STREAM_K == 0)" in source
+    # A plain loop (no warp specialisation: wrong on an H200 with this body), exactly NUM_SMS programs.
+    assert "for work_id in range(0, dp_steps + sk_steps):" in source and "warp_specialize" not in source
     assert 'grid = (cfg["NUM_SMS"],)' in source and "STREAM_K = 1" in source
     # One compile per setting: DP_TILES joins the scale strides in do_not_specialize, once each.
     assert "@triton.jit(do_not_specialize=['stride_ask', 'stride_bsk', 'DP_TILES'])" in source
@@ -63,10 +63,10 @@ def test_stream_k_goes_in_once_and_keeps_the_loop_for_stream_k_0():
     split = NVIDIA["split_k"].apply(plain, {"SPLIT_K_MAX": 4})
     with pytest.raises(NotApplicable, match="splits K already"):
         stream_k.apply(split, {"stream_k": True})
-    with pytest.raises(NotApplicable, match="before stream_k"):
-        NVIDIA["warp_specialize"].apply(source, {"warp_specialize": False})
-    # From the plain loop, the header stays a plain range.
-    assert "for work_id in range(0, dp_steps + sk_steps):" in stream_k.apply(plain, {"stream_k": True})
+    for on in (True, False):
+        with pytest.raises(NotApplicable, match="without warp specialisation"):
+            NVIDIA["warp_specialize"].apply(source, {"warp_specialize": on})
+    assert stream_k.apply(plain, {"stream_k": True}) == source  # from the plain loop: the same kernel
 
 
 def test_the_plan_gives_whole_tiles_for_every_full_wave_but_the_last(tmp_path):
@@ -94,7 +94,7 @@ def test_stream_k_is_right_on_every_split_of_the_work(programs, tmp_path):
     )
 
 
-def test_stream_k_0_is_the_loop_as_it_was(tmp_path):
+def test_stream_k_0_gives_whole_tiles_only(tmp_path):
     source = set_constant(_line(("stream_k", {"stream_k": True})), "STREAM_K", 0)
     _right(load_submission(set_constant(source, "NUM_SMS", 4), tmp_path, "sk0"), SHAPES[1:3], calls=1)
 
@@ -108,7 +108,7 @@ class _Clock:
 
     def launch(self, cfg):
         self.launched.append(dict(cfg))
-        self.now += self.cost(cfg)
+        self.now += self.cost(cfg)  # raises for a setting that "cannot run"
 
     def is_available(self):
         return True
@@ -129,26 +129,43 @@ class _Clock:
         return _Event()
 
 
-def test_the_tuner_times_the_fastest_setting_again_with_stream_k_0(tmp_path, monkeypatch):
-    """The fastest setting is timed with its other STREAM_K value and the faster kept, per shape;
-    a setting without the switch is left as it is."""
+def _trials(clock) -> set[tuple]:
+    return {tuple(sorted(cfg.items())) for cfg in clock.launched}
+
+
+def test_the_tuner_times_every_setting_with_each_stream_k(tmp_path, monkeypatch):
+    """Every setting of the space is timed with STREAM_K 0 and 1 and the fastest pair kept, per
+    shape; settings without the switch are timed once each; a setting that fails is skipped."""
     namespace = load_submission(_line(("stream_k", {"stream_k": True})), tmp_path, "tuner").module
     space = namespace.TUNING_SPACE
-    fastest = space[2]
+    assert "import itertools" in _line()
 
+    def tile(cfg):
+        return (cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["num_warps"], cfg["num_stages"])
+
+    # Stream-K helps the third setting only: the pair (third, 1) beats (first, 0).
     def cost(cfg):
-        tile = (cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["num_warps"], cfg["num_stages"])
-        return (1.0 if tile == fastest else 2.0) + (0.5 if cfg.get("STREAM_K") else 0.0)
+        if tile(cfg) == space[0] and cfg["STREAM_K"] == 0:
+            return 1.0
+        return 0.8 if tile(cfg) == space[2] and cfg["STREAM_K"] == 1 else 2.0
 
     clock = _Clock(cost)
     monkeypatch.setattr(namespace, "torch", SimpleNamespace(cuda=clock))
     best = namespace.tuned((1, 2, 3), {"STREAM_K": 1, "GROUP_M": 8}, clock.launch)
-    assert (best["BLOCK_M"], best["BLOCK_N"], best["num_warps"], best["num_stages"]) == fastest
-    assert best["STREAM_K"] == 0 and len(clock.launched) == 4 * (len(space) + 1)
-    clock = _Clock(lambda cfg: 1.0 + (0.0 if cfg.get("STREAM_K") else 0.5))
+    assert (tile(best), best["STREAM_K"]) == (space[2], 1)
+    assert len(_trials(clock)) == 2 * len(space)
+    clock = _Clock(lambda cfg: 1.0 if (tile(cfg), cfg["STREAM_K"]) == (space[0], 0) else 2.0)
     monkeypatch.setattr(namespace, "torch", SimpleNamespace(cuda=clock))
-    assert namespace.tuned((4, 5, 6), {"STREAM_K": 1}, clock.launch)["STREAM_K"] == 1
-    clock = _Clock(lambda cfg: 1.0)
+    best = namespace.tuned((4, 5, 6), {"STREAM_K": 1}, clock.launch)
+    assert (tile(best), best["STREAM_K"]) == (space[0], 0)
+
+    def fails(cfg):
+        if tile(cfg) == space[1]:
+            raise RuntimeError("out of resource: shared memory")
+        return 1.0 if tile(cfg) == space[1] else 2.0 - 0.1 * (tile(cfg) == space[3])
+
+    clock = _Clock(fails)
     monkeypatch.setattr(namespace, "torch", SimpleNamespace(cuda=clock))
-    assert "STREAM_K" not in namespace.tuned((7, 8, 9), {"GROUP_M": 8}, clock.launch)
-    assert len(clock.launched) == 4 * len(space)
+    best = namespace.tuned((7, 8, 9), {"GROUP_M": 8}, clock.launch)
+    assert "STREAM_K" not in best and tile(best) == space[3] and len(_trials(clock)) == len(space)
+    assert namespace.tuned((7, 8, 9), {"GROUP_M": 8}, clock.launch) is best  # cached per shape

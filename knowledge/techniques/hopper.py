@@ -235,8 +235,8 @@ class TensorDescriptors(Technique):
 
 
 STREAM_K_CONFLICT = (
-    "stream_k rewrote the persistent loop and keeps its warp specialisation for STREAM_K 0 only (its "
-    "fix-up flags need one epilogue per program); turn warp specialisation on or off before stream_k"
+    "stream_k's loop runs without warp specialisation (its fix-up flags need one epilogue per "
+    "program, and with its body a warp-specialised loop was wrong on an H200 even for STREAM_K 0)"
 )
 _PERSISTENT_LOOP = re.compile(r"^for work_id in (?:tl\.)?range\(tl\.program_id\(0\), num_work, NUM_SMS(?P<rest>.*)\):$")
 

@@ -93,7 +93,7 @@ def stream_k_plan(m, n, cfg, device):
     """(whole tiles, workspace, flags) for one shape and launch setting: every full wave of tiles
     but the last goes whole to the programs; the last full wave and the partial one are shared out
     by K blocks (each program's share is then at least about one tile). All tiles whole where they
-    fill the waves exactly, or with STREAM_K 0 (the loop as it was; the tuner times both)."""
+    fill the waves exactly, or with STREAM_K 0 (whole tiles only; the tuner times both)."""
     sms = cfg["NUM_SMS"]
     tiles = triton.cdiv(m, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"])
     waves, tail = divmod(tiles, sms)
@@ -130,8 +130,8 @@ class StreamK(Technique):
         "end to end, one contiguous range per program, so every program does the same work. A tile "
         "split between programs is summed in fp32 by the program that holds its last K block, from "
         "the others' workspace slots, with flags and no host work. It pays where the tiles leave a "
-        "wave partly idle and K is long; a STREAM_K constexpr of 0 keeps the loop as it was (warp "
-        "specialisation included), and the in-submission tuner times both per shape."
+        "wave partly idle and K is long; a STREAM_K constexpr of 0 gives whole tiles only, and the "
+        "in-submission tuner times both per shape. It needs a loop without warp specialisation."
     )
     prior_min, prior_max = -0.05, 0.25
     novelty = 0.8
@@ -144,8 +144,8 @@ class StreamK(Technique):
             "share the other tiles' K blocks out evenly: one contiguous range per program, walked from its end",
             "a tile's first piece goes to the program's fp32 workspace slot with a flag; the program "
             "holding its last K block adds the lower programs' slots and writes c",
-            "launch exactly NUM_SMS programs; a STREAM_K constexpr (1) keeps the loop as it was at 0, which a "
-            "tuner times too; the loop's warp specialisation and flattening apply at 0 only",
+            "launch exactly NUM_SMS programs from a plain loop (no warp specialisation); a STREAM_K constexpr "
+            "(1) gives whole tiles only at 0, which a tuner times too, per shape",
         ],
     )
 
@@ -184,13 +184,11 @@ class StreamK(Technique):
         source = replace_line(source, "params", dims, dims.replace("M, N, K,", "M, N, K, DP_TILES,", 1))
         source = replace_line(source, "launch", args, args.replace("out,", "out, sk_ws, sk_flags,", 1))
         source = replace_line(source, "launch", sizes, sizes.replace("m, n, k,", "m, n, k, dp_tiles,", 1))
-        # The loop: the steps of this program (whole tiles, then pieces), no longer strided work
-        # ids. Its options (warp specialisation, flattening) stay for STREAM_K 0 only: the fix-up's
-        # flags need one epilogue per program, which a warp-specialised loop does not run.
-        options = _PERSISTENT_LOOP.match(loop).group("rest")  # type: ignore[union-attr]
-        options = options.replace("=True", "=STREAM_K == 0")
-        header = "tl.range" if options else "range"
-        source = replace_line(source, "tile", loop, f"for work_id in {header}(0, dp_steps + sk_steps{options}):")
+        # The loop: the steps of this program (whole tiles, then pieces), no longer strided work ids,
+        # and a plain range: the fix-up's flags need one epilogue per program, and with this body a
+        # warp-specialised loop was wrong on an H200 even for STREAM_K 0 (rows 64-127 of every
+        # 128-row tile with two consumer warpgroups; docs/h200.md, tenth session).
+        source = replace_line(source, "tile", loop, "for work_id in range(0, dp_steps + sk_steps):")
         source = add_tunable(source, "STREAM_K", 1)
         source = replace_line(source, "tile", "pid = work_id", textwrap.dedent(_PID).strip("\n"))
         source = insert(source, "tile", textwrap.dedent(_SCHEDULE).strip("\n"), at="start")

@@ -39,30 +39,38 @@ TUNING_BUDGET_S = 30.0  # per shape: stop trying settings after this long (compi
 _TUNED = {{}}  # (m, n, k) -> the fastest launch settings; settings only, never a result
 
 
-# Structure switches of the kernel (stream_k's STREAM_K): where the settings carry one, the fastest
-# setting is timed again with each other value and the faster kept.
+# Structure switches of the kernel (stream_k's STREAM_K): where the settings carry one, every
+# setting is timed with each of its values.
 TUNING_SWITCHES = {{"STREAM_K": (0, 1)}}
 
 
 def _timed(launch, trial):
-    """Milliseconds for three launches of ``trial`` after one that compiles it; None where this
-    GPU cannot run it (too much shared memory, say)."""
+    """Milliseconds per launch of ``trial``, over about 2 ms of launches after one that compiles it
+    and two that wake the clocks (a GPU left idle by a compile runs its first launches slowly);
+    None where this GPU cannot run it (too much shared memory, say)."""
     try:
         launch(trial)  # compiles on first use
     except Exception:  # noqa: BLE001 - a setting this GPU cannot run is simply not a candidate
         return None
+    launch(trial)
+    launch(trial)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(3):
-        launch(trial)
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end)
+    reps, per = 3, 0.0
+    for _ in range(2):  # a first estimate, then about 2 ms of launches
+        start.record()
+        for _ in range(reps):
+            launch(trial)
+        end.record()
+        end.synchronize()
+        per = start.elapsed_time(end) / reps
+        reps = max(3, min(100, int(2.0 / max(per, 1e-3))))
+    return per
 
 
 def tuned(key, cfg, launch):
-    """The fastest of TUNING_SPACE for one shape, timed with device events on its first call, then
-    its structure switches; settings that fail to compile are skipped."""
+    """The fastest of TUNING_SPACE, each setting with each value of the structure switches the
+    settings carry, timed with device events on the first call of a shape; settings that fail to
+    compile are skipped."""
     best = _TUNED.get(key)
     if best is not None:
         return best
@@ -70,23 +78,16 @@ def tuned(key, cfg, launch):
         _TUNED[key] = cfg
         return cfg
     began = time.perf_counter()
+    switches = [[(name, value) for value in values] for name, values in TUNING_SWITCHES.items() if name in cfg]
     timings = []
     for block_m, block_n, warps, stages in TUNING_SPACE:
-        if time.perf_counter() - began > TUNING_BUDGET_S:
-            break
-        trial = dict(cfg, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps, num_stages=stages)
-        ms = _timed(launch, trial)
-        if ms is not None:
-            timings.append((ms, len(timings), trial))
-    if timings:
-        for name, values in TUNING_SWITCHES.items():
-            fastest = min(timings)[2]
-            for value in values:
-                if name in fastest and value != fastest[name] and time.perf_counter() - began <= TUNING_BUDGET_S:
-                    trial = dict(fastest, **{{name: value}})
-                    ms = _timed(launch, trial)
-                    if ms is not None:
-                        timings.append((ms, len(timings), trial))
+        for choice in itertools.product(*switches):
+            if time.perf_counter() - began > TUNING_BUDGET_S:
+                break
+            trial = dict(cfg, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps, num_stages=stages, **dict(choice))
+            ms = _timed(launch, trial)
+            if ms is not None:
+                timings.append((ms, len(timings), trial))
     best = min(timings)[2] if timings else cfg
     _TUNED[key] = best
     return best
@@ -156,6 +157,8 @@ class InSubmissionTuning(Technique):
         parse(source)  # the markers still nest
         if "\nimport time\n" not in source:
             source = source.replace("\nimport torch\n", "\nimport time\n\nimport torch\n", 1)
+        if "\nimport itertools\n" not in source:
+            source = source.replace("\nimport time\n", "\nimport itertools\nimport time\n", 1)
         return insert_after_region(source, "select_config", _TUNER.format(space=repr(_SPACES[space])))
 
 
