@@ -78,7 +78,7 @@ if STREAM_K:
             covered = q_lo
             q -= 1
 else:
-    owner = True  # whole tiles only: the loop as it was (compile-time branch)
+    owner = True  # whole tiles only (a compile-time branch)
 if owner:
 {epilogue}
 # endregion: stream_k_fixup
