@@ -238,7 +238,20 @@ STREAM_K_CONFLICT = (
     "stream_k's loop runs without warp specialisation (its fix-up flags need one epilogue per "
     "program, and with its body a warp-specialised loop was wrong on an H200 even for STREAM_K 0)"
 )
-_PERSISTENT_LOOP = re.compile(r"^for work_id in (?:tl\.)?range\(tl\.program_id\(0\), num_work, NUM_SMS(?P<rest>.*)\):$")
+_PERSISTENT_LOOP = re.compile(r"^for work_id in (?:tl\.)?range\(tl\.program_id\(0\), num_work, NUM_SMS.*\):$")
+
+
+def persistent_loop(source: str, technique: str) -> str:
+    """The header line of the persistent loop in region ``tile``, which the techniques that rewrite
+    that loop start from; NotApplicable, naming ``technique``, where the kernel has none."""
+    require(source, "tile", why=technique)
+    for line in body(source, "tile"):
+        if _PERSISTENT_LOOP.match(line.strip()):
+            return line.strip()
+    raise NotApplicable(
+        f"{technique}: no persistent loop (`for work_id in range(tl.program_id(0), num_work, "
+        "NUM_SMS)`); apply persistent first"
+    )
 
 
 class WarpSpecialize(Technique):
@@ -277,13 +290,7 @@ class WarpSpecialize(Technique):
         require(source, "tile", why=self.name)
         if has(source, "stream_k_schedule"):
             raise NotApplicable(f"{self.name}: {STREAM_K_CONFLICT}")
-        for line in body(source, "tile"):
-            if _PERSISTENT_LOOP.match(line.strip()):
-                return line.strip()
-        raise NotApplicable(
-            f"{self.name}: no persistent loop (`for work_id in range(tl.program_id(0), num_work, "
-            "NUM_SMS)`); apply persistent first"
-        )
+        return persistent_loop(source, self.name)
 
     def detect(self, source: str) -> dict[str, Param] | None:
         return {"warp_specialize": "warp_specialize=True" in self._loop(source)}

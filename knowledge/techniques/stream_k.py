@@ -22,7 +22,7 @@ import textwrap
 
 from .._base import Form, NotApplicable, Param, Technique
 from .._regions import add_tunable, body, has, insert, insert_after_region, replace_body, replace_line, require
-from .hopper import _PERSISTENT_LOOP
+from .hopper import persistent_loop
 from .tuning import no_specialise
 
 _SCHEDULE = """
@@ -153,14 +153,8 @@ class StreamK(Technique):
         require(source, "tile", why=self.name)
         if has(source, STREAM_K_MARK):
             return {"stream_k": True}
-        self._loop(source)  # not offered before the persistent loop exists
+        persistent_loop(source, self.name)  # not offered before the persistent loop exists
         return None
-
-    def _loop(self, source: str) -> str:
-        loop = next((ln.strip() for ln in body(source, "tile") if _PERSISTENT_LOOP.match(ln.strip())), None)
-        if loop is None:
-            raise NotApplicable("stream_k: no persistent loop over the work ids; apply persistent first")
-        return loop
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
         if self._has_form(source, params):
@@ -169,7 +163,7 @@ class StreamK(Technique):
                 why=self.name)  # fmt: skip
         if has(source, "split_k_pid") or has(source, "split_k_reduce"):
             raise NotApplicable("stream_k: this kernel splits K already (split_k); use one or the other")
-        loop = self._loop(source)
+        loop = persistent_loop(source, self.name)
         if [ln.strip() for ln in body(source, "k_bounds")] != ["k_lo = 0", "k_hi = K"]:
             raise NotApplicable("stream_k: region k_bounds must be the whole K loop (`k_lo = 0`, `k_hi = K`)")
         if "BLOCK_K" not in "\n".join(body(source, "params")):
