@@ -21,7 +21,17 @@ from __future__ import annotations
 import textwrap
 
 from .._base import Form, NotApplicable, Param, Technique
-from .._regions import add_tunable, body, has, insert, insert_after_region, replace_body, replace_line, require
+from .._regions import (
+    add_tunable,
+    body,
+    has,
+    insert,
+    insert_after_region,
+    insert_near,
+    replace_body,
+    replace_line,
+    require,
+)
 from .hopper import persistent_loop
 from .tuning import no_specialise
 
@@ -89,13 +99,13 @@ _PLAN = '''
 _SK_SCRATCH = {}  # (programs, tile, device) -> (fp32 slot per program, flags); scratch, never a result
 
 
-def stream_k_plan(m, n, cfg, device):
-    """(whole tiles, workspace, flags) for one shape and launch setting: every full wave of tiles
-    but the last goes whole to the programs; the last full wave and the partial one are shared out
-    by K blocks (each program's share is then at least about one tile). All tiles whole where they
-    fill the waves exactly, or with STREAM_K 0 (whole tiles only; the tuner times both)."""
+def stream_k_plan(tiles, cfg, device):
+    """(whole tiles, workspace, flags) for a shape's ``tiles`` output tiles and one launch setting:
+    every full wave of tiles but the last goes whole to the programs; the last full wave and the
+    partial one are shared out by K blocks (each program's share is then at least about one tile).
+    All tiles whole where they fill the waves exactly, or with STREAM_K 0 (whole tiles only; the
+    tuner times both)."""
     sms = cfg["NUM_SMS"]
-    tiles = triton.cdiv(m, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"])
     waves, tail = divmod(tiles, sms)
     whole = tiles if tail == 0 or not cfg["STREAM_K"] else max(0, waves - 1) * sms
     key = (sms, cfg["BLOCK_M"], cfg["BLOCK_N"], device)
@@ -197,7 +207,8 @@ class StreamK(Technique):
         )
         epilogue = textwrap.indent(textwrap.dedent("\n".join(body(source, "epilogue"))).strip("\n"), "    ")
         source = replace_body(source, "epilogue", _FIXUP.format(epilogue=epilogue))
-        source = insert(source, "grid", "dp_tiles, sk_ws, sk_flags = stream_k_plan(m, n, cfg, out.device)", at="start")
+        plan = "dp_tiles, sk_ws, sk_flags = stream_k_plan(num_work, cfg, out.device)"
+        source = insert_near(source, "grid", "num_work = ", plan, after=True)
         source = replace_line(source, "grid", "grid = ", 'grid = (cfg["NUM_SMS"],)')
         # DP_TILES changes with every shape: one compile per setting, not per divisibility class.
         return no_specialise(insert_after_region(source, "select_config", _PLAN), ["DP_TILES"])
