@@ -80,14 +80,13 @@ def tuned(key, cfg, launch):
     began = time.perf_counter()
     switches = [[(name, value) for value in values] for name, values in TUNING_SWITCHES.items() if name in cfg]
     timings = []
-    for block_m, block_n, warps, stages in TUNING_SPACE:
-        for choice in itertools.product(*switches):
-            if time.perf_counter() - began > TUNING_BUDGET_S:
-                break
-            trial = dict(cfg, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps, num_stages=stages, **dict(choice))
-            ms = _timed(launch, trial)
-            if ms is not None:
-                timings.append((ms, len(timings), trial))
+    for (block_m, block_n, warps, stages), choice in itertools.product(TUNING_SPACE, itertools.product(*switches)):
+        if time.perf_counter() - began > TUNING_BUDGET_S:
+            break
+        trial = dict(cfg, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps, num_stages=stages, **dict(choice))
+        ms = _timed(launch, trial)
+        if ms is not None:
+            timings.append((ms, len(timings), trial))
     best = min(timings)[2] if timings else cfg
     _TUNED[key] = best
     return best
