@@ -45,8 +45,13 @@ def test_stream_k_goes_in_once_and_keeps_the_loop_for_stream_k_0():
     source = stream_k.apply(before, {"stream_k": True})
     assert stream_k.detect(source) == {"stream_k": True} and stream_k.variants(source) == []
     assert stream_k.apply(source, {"stream_k": True}) == source
-    # A plain loop (no warp specialisation: wrong on an H200 with this body), exactly NUM_SMS programs.
-    assert "for work_id in range(0, dp_steps + sk_steps):" in source and "warp_specialize" not in source
+    # A plain loop (no warp specialisation: wrong on an H200 with this body), exactly NUM_SMS programs;
+    # the warp-specialised kernel as it was stays beside it, without regions, for STREAM_K 0.
+    main = source[source.index("def fp8_gemm_kernel(") : source.index("# endregion: tile")]
+    assert "for work_id in range(0, dp_steps + sk_steps):" in main and "warp_specialize" not in main
+    twin = source[source.index("def fp8_gemm_kernel_ws(") : source.index("def fp8_gemm_kernel(")]
+    assert "warp_specialize=True" in twin and "# region" not in twin and "STREAM_K: tl.constexpr" in twin
+    assert 'if cfg["STREAM_K"]:' in source and "launch_cached(fp8_gemm_kernel_ws, ws_grid, cfg," in source
     assert 'grid = (cfg["NUM_SMS"],)' in source and "STREAM_K = 1" in source
     # One compile per setting: DP_TILES joins the scale strides in do_not_specialize, once each.
     assert "@triton.jit(do_not_specialize=['stride_ask', 'stride_bsk', 'DP_TILES'])" in source
@@ -66,7 +71,10 @@ def test_stream_k_goes_in_once_and_keeps_the_loop_for_stream_k_0():
     for on in (True, False):
         with pytest.raises(NotApplicable, match="without warp specialisation"):
             NVIDIA["warp_specialize"].apply(source, {"warp_specialize": on})
-    assert stream_k.apply(plain, {"stream_k": True}) == source  # from the plain loop: the same kernel
+    # From the plain loop: the same stream-K kernel, and no twin (STREAM_K 0 is its whole-tile path).
+    from_plain = stream_k.apply(plain, {"stream_k": True})
+    assert "fp8_gemm_kernel_ws" not in from_plain and "warp_specialize" not in from_plain
+    assert from_plain[from_plain.index("def fp8_gemm_kernel(") : from_plain.index("# endregion: tile")] == main
 
 
 def test_the_plan_gives_whole_tiles_for_every_full_wave_but_the_last(tmp_path):
@@ -95,8 +103,18 @@ def test_stream_k_is_right_on_every_split_of_the_work(programs, tmp_path):
 
 
 def test_stream_k_0_gives_whole_tiles_only(tmp_path):
-    source = set_constant(_line(("stream_k", {"stream_k": True})), "STREAM_K", 0)
-    _right(load_submission(set_constant(source, "NUM_SMS", 4), tmp_path, "sk0"), SHAPES[1:3], calls=1)
+    """STREAM_K 0 launches the warp-specialised kernel as it was, and on a plain line the
+    stream-K kernel's own whole-tile path; both right."""
+    source = set_constant(set_constant(_line(("stream_k", {"stream_k": True})), "STREAM_K", 0), "NUM_SMS", 4)
+    module = load_submission(source, tmp_path, "sk0")
+    _right(module, SHAPES[1:3], calls=1)
+    kernels = {key[0] for key in module.module._COMPILED}
+    assert module.module.fp8_gemm_kernel_ws in kernels and module.module.fp8_gemm_kernel not in kernels
+    plain = NVIDIA["warp_specialize"].apply(_line(), {"warp_specialize": False})
+    source = set_constant(NVIDIA["stream_k"].apply(plain, {"stream_k": True}), "STREAM_K", 0)
+    module = load_submission(set_constant(source, "NUM_SMS", 4), tmp_path, "sk0plain")
+    _right(module, SHAPES[1:3], calls=1)
+    assert {key[0] for key in module.module._COMPILED} >= {module.module.fp8_gemm_kernel}
 
 
 class _Clock:

@@ -258,6 +258,8 @@ class _HopperSplitK(SplitK, replaces_on="nvidia"):
     def _install(self, source: str, value: int) -> str:
         if has(source, "split_k_pid"):
             raise NotApplicable("split_k: this kernel already splits K with a host-side reduction")
-        if WS_MARK in source:
+        if has(source, "stream_k_schedule"):
+            raise NotApplicable(_STREAM_K)
+        if WS_MARK in "\n".join(body(source, "tile")):  # the GEMM kernel's own loop
             raise NotApplicable(f"split_k: {WS_CONFLICT}")
         return install_reduce(source, value)

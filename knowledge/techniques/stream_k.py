@@ -14,10 +14,16 @@ its one fp32 workspace slot, then a flag) and its last piece is a tile's end: th
 the tile and adds the lower programs' slots, written long before, and writes c. Owners wait only on
 lower program ids and no program waits before writing its slot, so there is no cycle: it runs on a
 GPU whatever the residency (blocks start in id order) and in Triton's in-order interpreter.
+
+The stream-K loop is plain: with this body a warp-specialised loop was wrong on an H200. Neither
+structure wins everywhere (stream-K on long K with idle SMs, the warp-specialised loop on short
+K), so on a warp-specialised kernel a copy of the kernel as it was stays beside the stream-K one,
+and STREAM_K 0 launches it: the tuner picks the structure per shape (docs/h200.md, eleventh session).
 """
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 from .._base import Form, NotApplicable, Param, Technique
@@ -119,12 +125,62 @@ def stream_k_plan(tiles, cfg, device):
 
 STREAM_K_MARK = "stream_k_schedule"
 
+# The GEMM kernel: its decorator, its def (parameters in region ``params``) to the end of region ``tile``.
+_KERNEL = re.compile(
+    r"^@triton\.jit[^\n]*\ndef (?P<name>\w+)\(\n[ \t]*# region: params\n.*?^[ \t]*# endregion: tile[ \t]*\n",
+    re.M | re.S,
+)
+_MARKER = re.compile(r"^\s*# (?:end)?region\b")
+
+_TWIN_NOTE = """\
+# The kernel as it stood before stream_k: whole tiles in the warp-specialised loop, which the
+# stream-K body cannot keep (docs/h200.md, tenth session). The launch takes it at STREAM_K 0, so
+# the tuner chooses per shape between the two structures. It has no regions: techniques applied
+# after stream_k rewrite the stream-K kernel only.
+"""
+
+
+def _warp_specialised_twin(source: str) -> tuple[str, str]:
+    """(name, text): a copy of the GEMM kernel renamed ``<name>_ws``, its region markers
+    dropped and an unused STREAM_K parameter added (the launch passes every setting)."""
+    found = _KERNEL.search(source)
+    if found is None:
+        raise NotApplicable("stream_k: the GEMM kernel (a @triton.jit def with region params) was not found")
+    name = found["name"]
+    lines = [ln for ln in found[0].splitlines() if not _MARKER.match(ln)]
+    close = next((i for i, ln in enumerate(lines) if ln.strip() == "):"), None)
+    if close is None:
+        raise NotApplicable("stream_k: the kernel's parameter list does not end in a line `):`")
+    lines[close:close] = ["    STREAM_K: tl.constexpr,  # the tuner's switch: this kernel runs at 0"]
+    copy = "\n".join(lines).replace(f"def {name}(", f"def {name}_ws(", 1)
+    return name, _TWIN_NOTE + copy + "\n\n\n"
+
 
 def _line(lines: list[str], start: str, why: str) -> str:
     found = next((ln.strip() for ln in lines if ln.strip().startswith(start)), None)
     if found is None:
         raise NotApplicable(f"stream_k: {why}")
     return found
+
+
+def _with_twin(source: str, twin: tuple[str, str], ws_launch: str, ws_grid: str) -> str:
+    """``source`` (stream-K applied) with the warp-specialised kernel back beside it, launched at
+    STREAM_K 0 with its own grid and arguments as they were."""
+    name, text = twin
+    source = replace_line(source, "grid", 'grid = (cfg["NUM_SMS"],)', f'ws_{ws_grid}\ngrid = (cfg["NUM_SMS"],)')
+    old = re.sub(r"\bgrid\b", "ws_grid", re.sub(rf"\b{name}\b", f"{name}_ws", ws_launch))
+    new = textwrap.dedent("\n".join(body(source, "launch"))).strip("\n")
+    source = replace_body(
+        source,
+        "launch",
+        'if cfg["STREAM_K"]:\n'
+        + textwrap.indent(new, "    ")
+        + "\nelse:  # whole tiles through the warp-specialised loop (the kernel as it was)\n"
+        + textwrap.indent(old, "    "),
+    )
+    where = _KERNEL.search(source)
+    assert where is not None  # the stream-K rewrite keeps the kernel's def and regions
+    return source[: where.start()] + text + source[where.start() :]
 
 
 class StreamK(Technique):
@@ -140,8 +196,10 @@ class StreamK(Technique):
         "end to end, one contiguous range per program, so every program does the same work. A tile "
         "split between programs is summed in fp32 by the program that holds its last K block, from "
         "the others' workspace slots, with flags and no host work. It pays where the tiles leave a "
-        "wave partly idle and K is long; a STREAM_K constexpr of 0 gives whole tiles only, and the "
-        "in-submission tuner times both per shape. It needs a loop without warp specialisation."
+        "wave partly idle and K is long, and loses on short K, where a warp-specialised loop pays. "
+        "Its own loop is plain (the fix-up needs one epilogue per program), so on a warp-specialised "
+        "kernel the kernel as it was stays beside it: a STREAM_K constexpr of 0 launches that one "
+        "(whole tiles only), and the in-submission tuner times both structures per shape."
     )
     prior_min, prior_max = -0.05, 0.25
     novelty = 0.8
@@ -156,6 +214,7 @@ class StreamK(Technique):
             "holding its last K block adds the lower programs' slots and writes c",
             "launch exactly NUM_SMS programs from a plain loop (no warp specialisation); a STREAM_K constexpr "
             "(1) gives whole tiles only at 0, which a tuner times too, per shape",
+            "on a warp-specialised loop keep that kernel as it was beside the stream-K one, launched at STREAM_K 0",
         ],
     )
 
@@ -174,6 +233,11 @@ class StreamK(Technique):
         if has(source, "split_k_pid") or has(source, "split_k_reduce"):
             raise NotApplicable("stream_k: this kernel splits K already (split_k); use one or the other")
         loop = persistent_loop(source, self.name)
+        # On a warp-specialised loop the kernel as it was stays beside the stream-K one, and
+        # STREAM_K 0 launches it: each structure wins on its own shapes (docs/h200.md).
+        twin = _warp_specialised_twin(source) if "warp_specialize=True" in loop else None
+        ws_launch = textwrap.dedent("\n".join(body(source, "launch"))).strip("\n")
+        ws_grid = _line(body(source, "grid"), "grid = ", "region grid has no `grid = ` line")
         if [ln.strip() for ln in body(source, "k_bounds")] != ["k_lo = 0", "k_hi = K"]:
             raise NotApplicable("stream_k: region k_bounds must be the whole K loop (`k_lo = 0`, `k_hi = K`)")
         if "BLOCK_K" not in "\n".join(body(source, "params")):
@@ -211,4 +275,5 @@ class StreamK(Technique):
         source = insert_near(source, "grid", "num_work = ", plan, after=True)
         source = replace_line(source, "grid", "grid = ", 'grid = (cfg["NUM_SMS"],)')
         # DP_TILES changes with every shape: one compile per setting, not per divisibility class.
-        return no_specialise(insert_after_region(source, "select_config", _PLAN), ["DP_TILES"])
+        source = no_specialise(insert_after_region(source, "select_config", _PLAN), ["DP_TILES"])
+        return source if twin is None else _with_twin(source, twin, ws_launch, ws_grid)
