@@ -6,6 +6,7 @@ from .._base import Technique
 from .amd_knobs import AmdKnobs
 from .compound import Compound
 from .crossover import Crossover
+from .dependent_launch import DependentLaunch
 from .direct import DirectLaunch
 from .dispatch import ShapeDispatch
 from .hopper import ConversionPrepass, TensorDescriptors, WarpSpecialize
@@ -40,6 +41,7 @@ _CLASSES = (
     InSubmissionTuning,
     LeanHost,
     LaunchReplay,
+    DependentLaunch,
     Crossover,
     BlockSize,
     LaunchWarps,
