@@ -10,7 +10,11 @@ time): ``leaderboard`` is the host clock between two device-wide synchronizes ar
 as GPU MODE's eval.py measures in leaderboard mode (so the Python and launch work of the call
 counts); ``events`` is the device events around the call, as the campaign's harness scores; and
 with --do-bench, the published anchors' protocol: the median of triton.testing.do_bench on one
-input set (launches queued back to back: GPU time only).
+input set (launches queued back to back: GPU time only). The methods are timed shape by shape,
+each in turn on one shape, in the reverse order on every other shape (the host's speed drifts
+within a run: timed one method after another, the drift would show as a difference between
+methods); each method's first call on a shape is an untimed warm-up (compilation, first-call
+tuning), as in the harness.
 
     python scripts/bench_leaderboard.py [FILE.py ...] [--db runs/x.sqlite ...] [--do-bench] [--out bench.json]
         [--unseen N [--unseen-seed S]]
@@ -171,64 +175,71 @@ def _methods(args: argparse.Namespace, task, ref) -> dict:
     return methods
 
 
-def _time_method(name: str, fn, task, ref, req, flush, args: argparse.Namespace) -> list[dict]:
-    """One method on every ranked shape: the leaderboard protocol, and the diagnoses asked for."""
+def _time_all(methods: dict, task, ref, req, flush, args: argparse.Namespace) -> dict[str, list[dict]]:
+    """Every method on every ranked shape, shape by shape so that the host's drift during the run
+    falls on all methods alike; reversed on every other shape so that no method always goes first
+    (each pair of methods swaps places). Rows keyed by method, in ``methods``' order, each in the
+    task's shape order."""
+    rows: dict[str, list[dict]] = {name: [] for name in methods}
+    names = list(methods)
+    for i, shape in enumerate(task.benchmarks):
+        for name in names if i % 2 == 0 else names[::-1]:
+            rows[name].append(_time_one(name, methods[name], shape, ref, req, flush, args))
+    return rows
+
+
+def _time_one(name: str, fn, shape, ref, req, flush, args: argparse.Namespace) -> dict:
+    """One method on one ranked shape: the leaderboard protocol, and the diagnoses asked for."""
     from kernel_scientist.evaluator.harness import time_shape
 
-    rows: list[dict] = []
-    for shape in task.benchmarks:
-        try:
-            samples, failure = time_shape(
-                fn, ref, shape, req, flush, stop_on_failure=False, guard=name not in ("reference", "scaled_mm")
-            )
-            t = sum(samples.event_us) / len(samples.event_us)
-            host = sum(samples.host_us) / len(samples.host_us)
-            work = sum(samples.call_us) / len(samples.call_us)
-            rows.append(
-                {
-                    "shape": shape.label(),
-                    "us": round(t, 2),
-                    "leaderboard_us": round(host, 2),
-                    "host_work_us": round(work, 2),
-                    # the median too: rare long pauses (a garbage collection) move
-                    # the mean, a steady per-call cost moves both
-                    "host_work_median_us": round(statistics.median(samples.call_us), 2),
-                    "passed": failure is None,
-                    "calls": len(samples.event_us),
-                    "failure": failure,
-                }
-            )
-        except Exception as exc:  # a method that cannot run at all on this stack
-            rows.append(
-                {
-                    "shape": shape.label(),
-                    "us": None,
-                    "passed": False,
-                    "calls": 0,
-                    "failure": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}",
-                }
-            )
-        if args.same_inputs and rows[-1]["us"] is not None:
-            same, _ = time_shape(
-                fn,
-                ref,
-                shape,
-                req,
-                flush,
-                stop_on_failure=False,
-                guard=name not in ("reference", "scaled_mm"),
-                fresh=False,
-            )
-            rows[-1]["same_inputs_us"] = round(sum(same.event_us) / len(same.event_us), 2)
-        if args.do_bench and rows[-1]["us"] is not None:
-            rows[-1]["do_bench_us"] = _do_bench(fn, ref, shape)
-        print(
-            f"  {name:>12} {shape.label():>16}: {rows[-1].get('leaderboard_us')} us "
-            f"(do_bench {rows[-1].get('do_bench_us')}) "
-            f"{'pass' if rows[-1]['passed'] else 'FAIL'}",
-            flush=True,
+    try:
+        samples, failure = time_shape(
+            fn, ref, shape, req, flush, stop_on_failure=False, guard=name not in ("reference", "scaled_mm")
         )
-    return rows
+        t = sum(samples.event_us) / len(samples.event_us)
+        host = sum(samples.host_us) / len(samples.host_us)
+        work = sum(samples.call_us) / len(samples.call_us)
+        row = {
+            "shape": shape.label(),
+            "us": round(t, 2),
+            "leaderboard_us": round(host, 2),
+            "host_work_us": round(work, 2),
+            # the median too: rare long pauses (a garbage collection) move
+            # the mean, a steady per-call cost moves both
+            "host_work_median_us": round(statistics.median(samples.call_us), 2),
+            "passed": failure is None,
+            "calls": len(samples.event_us),
+            "failure": failure,
+        }
+    except Exception as exc:  # a method that cannot run at all on this stack
+        row = {
+            "shape": shape.label(),
+            "us": None,
+            "passed": False,
+            "calls": 0,
+            "failure": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}",
+        }
+    if args.same_inputs and row["us"] is not None:
+        same, _ = time_shape(
+            fn,
+            ref,
+            shape,
+            req,
+            flush,
+            stop_on_failure=False,
+            guard=name not in ("reference", "scaled_mm"),
+            fresh=False,
+        )
+        row["same_inputs_us"] = round(sum(same.event_us) / len(same.event_us), 2)
+    if args.do_bench and row["us"] is not None:
+        row["do_bench_us"] = _do_bench(fn, ref, shape)
+    print(
+        f"  {name:>12} {shape.label():>16}: {row.get('leaderboard_us')} us "
+        f"(do_bench {row.get('do_bench_us')}) "
+        f"{'pass' if row['passed'] else 'FAIL'}",
+        flush=True,
+    )
+    return row
 
 
 def _summary(r: list[dict]) -> dict:
@@ -322,7 +333,7 @@ def main() -> int:
         meta=task.meta,
     )
     flush = torch.empty(l2_flush_bytes(spec) // 4, dtype=torch.float32, device="cuda")
-    rows = {name: _time_method(name, fn, task, ref, req, flush, args) for name, fn in methods.items()}
+    rows = _time_all(methods, task, ref, req, flush, args)
     sol = {s.label(): speed_of_light_us(s, spec) for s in task.benchmarks}
     summary = {name: _summary(r) for name, r in rows.items()}
     result = {
