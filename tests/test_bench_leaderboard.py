@@ -3,8 +3,6 @@ timing loop runs here on the CPU)."""
 
 from __future__ import annotations
 
-import argparse
-import itertools
 import sys
 
 from _support import ROOT, script
@@ -40,38 +38,53 @@ def custom_kernel(data):
 """
 
 
+_ORDER_CHECK = r"""
+import argparse, itertools, sys
+from pathlib import Path
+root, tmp = Path(sys.argv[1]), Path(sys.argv[2])
+sys.path.insert(0, str(root / "scripts"))
+import bench_leaderboard
+import msgspec
+from kernel_scientist.blackboard.records import Shape
+from kernel_scientist.evaluator import load_task
+from kernel_scientist.evaluator.harness import GpuRequest, import_reference
+
+log = tmp / "calls.log"
+files = [tmp / f"{name}.py" for name in ("a", "b", "c")]
+task = load_task(root / "tests" / "problems" / "vecadd")
+sizes = (64, 100, 300, 500)
+task = msgspec.structs.replace(task, benchmarks=[Shape(args=(("size", n),), seed=n) for n in sizes])
+ref = import_reference(task.modules)
+# the files loaded as _methods loads them (not _methods itself: vecadd's seed imports task.py)
+methods = {path.stem: bench_leaderboard._kernel_from_source(str(path), path.read_text()) for path in files}
+args = argparse.Namespace(same_inputs=True, do_bench=False)
+req = GpuRequest(source="", modules=task.modules, tests=[], benchmarks=task.benchmarks, max_calls=3, device="cpu",
+                 meta=task.meta)
+rows = bench_leaderboard._time_all(methods, task, ref, req, None, args)
+
+calls = [tuple(line.split()) for line in log.read_text().splitlines()]
+runs = [key for key, _ in itertools.groupby(calls)]  # one entry per unbroken run of calls
+order = ["a", "b", "c"]
+assert runs == [(name, str(n)) for i, n in enumerate(sizes) for name in (order if i % 2 == 0 else order[::-1])], runs
+assert len(calls) == len(sizes) * 3 * 2 * (1 + 3)  # warm-up + 3 timed calls, fresh and same inputs
+assert list(rows) == ["a", "b", "c"]  # the JSON's and table's layout: by method, shapes in order
+for r in rows.values():
+    assert [x["shape"] for x in r] == [s.label() for s in task.benchmarks]
+    assert all(x["passed"] and x["calls"] == 3 and "same_inputs_us" in x for x in r)
+"""
+
+
 def test_methods_are_timed_shape_by_shape_in_alternating_order(tmp_path):
     """The host's speed drifts within a run: every method is timed on a shape before the next
     shape, the order reversed on every other shape, and each method's calls on a shape (warm-up,
-    timed calls, the same-inputs diagnosis) stay together."""
-    import msgspec
-    from kernel_scientist.blackboard.records import Shape
-    from kernel_scientist.evaluator import load_task
-    from kernel_scientist.evaluator.harness import GpuRequest, import_reference
+    timed calls, the same-inputs diagnosis) stay together. In its own process: the harness's
+    imports there must not change how later tests' kernels run in Triton's interpreter."""
+    import subprocess
 
     log = tmp_path / "calls.log"
-    files = []
     for name in ("a", "b", "c"):
         (tmp_path / f"{name}.py").write_text(_LOGGING_KERNEL.format(log=str(log), name=name))
-        files.append(tmp_path / f"{name}.py")
-    task = load_task(ROOT / "tests" / "problems" / "vecadd")
-    sizes = (64, 100, 300, 500)
-    task = msgspec.structs.replace(task, benchmarks=[Shape(args=(("size", n),), seed=n) for n in sizes])
-    ref = import_reference(task.modules)
-    # the files loaded as _methods loads them (not _methods itself: vecadd's seed imports task.py)
-    methods = {path.stem: bench_leaderboard._kernel_from_source(str(path), path.read_text()) for path in files}
-    args = argparse.Namespace(same_inputs=True, do_bench=False)
-    req = GpuRequest(
-        source="", modules=task.modules, tests=[], benchmarks=task.benchmarks, max_calls=3, device="cpu", meta=task.meta
+    done = subprocess.run(
+        [sys.executable, "-c", _ORDER_CHECK, str(ROOT), str(tmp_path)], capture_output=True, text=True, timeout=600
     )
-    rows = bench_leaderboard._time_all(methods, task, ref, req, None, args)
-
-    calls = [tuple(line.split()) for line in log.read_text().splitlines()]
-    runs = [key for key, _ in itertools.groupby(calls)]  # one entry per unbroken run of calls
-    order = ["a", "b", "c"]
-    assert runs == [(name, str(n)) for i, n in enumerate(sizes) for name in (order if i % 2 == 0 else order[::-1])]
-    assert len(calls) == len(sizes) * 3 * 2 * (1 + 3)  # warm-up + 3 timed calls, fresh and same inputs
-    assert list(rows) == ["a", "b", "c"]  # the JSON's and table's layout: by method, shapes in order
-    for r in rows.values():
-        assert [x["shape"] for x in r] == [s.label() for s in task.benchmarks]
-        assert all(x["passed"] and x["calls"] == 3 and "same_inputs_us" in x for x in r)
+    assert done.returncode == 0, done.stderr[-3000:]
