@@ -18,6 +18,7 @@ import re
 
 from .._base import Form, NotApplicable, Param, Technique
 from .._regions import body, has, insert, insert_after_region, insert_near, replace_body, require
+from .stream_k import gemm_kernel, twin_name
 
 MARK = "dependent_launch"
 
@@ -42,12 +43,9 @@ _SIGNAL = [
 
 
 def _gemm_names(source: str) -> list[str]:
-    """The GEMM kernel (the def holding region ``params``) and stream_k's copy of it, if any."""
-    found = re.search(r"^def (\w+)\(\n[ \t]*# region: params$", source, re.M)
-    if found is None:
-        raise NotApplicable(f"{MARK}: the GEMM kernel (a def holding region params) was not found")
-    name = found.group(1)
-    return [name] + ([f"{name}_ws"] if re.search(rf"^def {name}_ws\($", source, re.M) else [])
+    """The GEMM kernel and stream_k's warp-specialised copy of it, if any."""
+    name = gemm_kernel(source, MARK)["name"]
+    return [name] + ([twin_name(name)] if re.search(rf"^def {twin_name(name)}\($", source, re.M) else [])
 
 
 def _waiting(source: str, name: str, add_param: bool) -> str:

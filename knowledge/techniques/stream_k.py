@@ -140,20 +140,35 @@ _TWIN_NOTE = """\
 """
 
 
-def _warp_specialised_twin(source: str) -> tuple[str, str]:
-    """(name, text): a copy of the GEMM kernel renamed ``<name>_ws``, its region markers
-    dropped and an unused STREAM_K parameter added (the launch passes every setting)."""
+def gemm_kernel(source: str, technique: str) -> re.Match[str]:
+    """The GEMM kernel's text (decorator to the end of region ``tile``), its name as ``["name"]``;
+    NotApplicable, naming ``technique``, where there is none."""
     found = _KERNEL.search(source)
     if found is None:
-        raise NotApplicable("stream_k: the GEMM kernel (a @triton.jit def with region params) was not found")
+        raise NotApplicable(f"{technique}: the GEMM kernel (a @triton.jit def with region params) was not found")
+    return found
+
+
+def twin_name(name: str) -> str:
+    """The name of the warp-specialised copy that stream_k keeps beside kernel ``name``."""
+    return f"{name}_ws"
+
+
+def _warp_specialised_twin(source: str) -> tuple[str, str, str, str]:
+    """(name, text, launch, grid line): a copy of the GEMM kernel renamed (``twin_name``), its
+    region markers dropped and an unused STREAM_K parameter added (the launch passes every
+    setting), with the launch region's body and the grid line as they were."""
+    found = gemm_kernel(source, "stream_k")
     name = found["name"]
     lines = [ln for ln in found[0].splitlines() if not _MARKER.match(ln)]
     close = next((i for i, ln in enumerate(lines) if ln.strip() == "):"), None)
     if close is None:
         raise NotApplicable("stream_k: the kernel's parameter list does not end in a line `):`")
     lines[close:close] = ["    STREAM_K: tl.constexpr,  # the tuner's switch: this kernel runs at 0"]
-    copy = "\n".join(lines).replace(f"def {name}(", f"def {name}_ws(", 1)
-    return name, _TWIN_NOTE + copy + "\n\n\n"
+    copy = "\n".join(lines).replace(f"def {name}(", f"def {twin_name(name)}(", 1)
+    launch = textwrap.dedent("\n".join(body(source, "launch"))).strip("\n")
+    grid = _line(body(source, "grid"), "grid = ", "region grid has no `grid = ` line")
+    return name, _TWIN_NOTE + copy + "\n\n\n", launch, grid
 
 
 def _line(lines: list[str], start: str, why: str) -> str:
@@ -163,12 +178,12 @@ def _line(lines: list[str], start: str, why: str) -> str:
     return found
 
 
-def _with_twin(source: str, twin: tuple[str, str], ws_launch: str, ws_grid: str) -> str:
+def _with_twin(source: str, twin: tuple[str, str, str, str]) -> str:
     """``source`` (stream-K applied) with the warp-specialised kernel back beside it, launched at
     STREAM_K 0 with its own grid and arguments as they were."""
-    name, text = twin
+    name, text, ws_launch, ws_grid = twin
     source = replace_line(source, "grid", 'grid = (cfg["NUM_SMS"],)', f'ws_{ws_grid}\ngrid = (cfg["NUM_SMS"],)')
-    old = re.sub(r"\bgrid\b", "ws_grid", re.sub(rf"\b{name}\b", f"{name}_ws", ws_launch))
+    old = re.sub(r"\bgrid\b", "ws_grid", re.sub(rf"\b{name}\b", twin_name(name), ws_launch))
     new = textwrap.dedent("\n".join(body(source, "launch"))).strip("\n")
     source = replace_body(
         source,
@@ -178,9 +193,8 @@ def _with_twin(source: str, twin: tuple[str, str], ws_launch: str, ws_grid: str)
         + "\nelse:  # whole tiles through the warp-specialised loop (the kernel as it was)\n"
         + textwrap.indent(old, "    "),
     )
-    where = _KERNEL.search(source)
-    assert where is not None  # the stream-K rewrite keeps the kernel's def and regions
-    return source[: where.start()] + text + source[where.start() :]
+    where = gemm_kernel(source, "stream_k").start()
+    return source[:where] + text + source[where:]
 
 
 class StreamK(Technique):
@@ -236,8 +250,6 @@ class StreamK(Technique):
         # On a warp-specialised loop the kernel as it was stays beside the stream-K one, and
         # STREAM_K 0 launches it: each structure wins on its own shapes (docs/h200.md).
         twin = _warp_specialised_twin(source) if "warp_specialize=True" in loop else None
-        ws_launch = textwrap.dedent("\n".join(body(source, "launch"))).strip("\n")
-        ws_grid = _line(body(source, "grid"), "grid = ", "region grid has no `grid = ` line")
         if [ln.strip() for ln in body(source, "k_bounds")] != ["k_lo = 0", "k_hi = K"]:
             raise NotApplicable("stream_k: region k_bounds must be the whole K loop (`k_lo = 0`, `k_hi = K`)")
         if "BLOCK_K" not in "\n".join(body(source, "params")):
@@ -276,4 +288,4 @@ class StreamK(Technique):
         source = replace_line(source, "grid", "grid = ", 'grid = (cfg["NUM_SMS"],)')
         # DP_TILES changes with every shape: one compile per setting, not per divisibility class.
         source = no_specialise(insert_after_region(source, "select_config", _PLAN), ["DP_TILES"])
-        return source if twin is None else _with_twin(source, twin, ws_launch, ws_grid)
+        return source if twin is None else _with_twin(source, twin)
