@@ -56,7 +56,7 @@ def test_it_goes_in_once_on_the_pre_pass_line_and_nowhere_else():
 
 def test_stream_k_before_or_after_gives_both_gemm_kernels_the_wait():
     for source in (_line(PDL, STREAM_K), _line(STREAM_K, PDL)):
-        for name in ("def fp8_gemm_kernel(", "def fp8_gemm_kernel_ws("):
+        for name in ("def fp8_gemm_kernel(", "def fp8_gemm_kernel_whole("):
             kernel = source[source.index(name) :]
             header = kernel[: kernel.index("):\n")]
             assert "PDL: tl.constexpr," in header, name
@@ -96,7 +96,7 @@ gemm = {"a_ptr": "*fp16", "b_ptr": "*fp16", "as_ptr": "*fp32", "bs_ptr": "*fp32"
 tiles = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "NUM_SMS": 132, "GROUP_M": 8}
 for on in (True, False):
     print("prepass", on, "griddepcontrol.launch_dependents" in ptx(m.fp8_to_fp16_kernel, fp8, {"BLOCK": 4096, "PDL": on}, num_warps=4))
-    for name, k in (("gemm", m.fp8_gemm_kernel), ("gemm_ws", m.fp8_gemm_kernel_ws)):
+    for name, k in (("gemm", m.fp8_gemm_kernel), ("gemm_ws", m.fp8_gemm_kernel_whole)):
         consts = {n: v for n, v in dict(tiles, STREAM_K=int(name == "gemm"), PDL=on).items() if n in k.arg_names}
         text = ptx(k, gemm, consts, num_warps=8, num_stages=3, launch_pdl=on)
         print(name, on, "griddepcontrol.wait" in text)

@@ -49,9 +49,9 @@ def test_stream_k_goes_in_once_and_keeps_the_loop_for_stream_k_0():
     # the warp-specialised kernel as it was stays beside it, without regions, for STREAM_K 0.
     main = source[source.index("def fp8_gemm_kernel(") : source.index("# endregion: tile")]
     assert "for work_id in range(0, dp_steps + sk_steps):" in main and "warp_specialize" not in main
-    twin = source[source.index("def fp8_gemm_kernel_ws(") : source.index("def fp8_gemm_kernel(")]
+    twin = source[source.index("def fp8_gemm_kernel_whole(") : source.index("def fp8_gemm_kernel(")]
     assert "warp_specialize=True" in twin and "# region" not in twin and "STREAM_K: tl.constexpr" in twin
-    assert 'if cfg["STREAM_K"]:' in source and "launch_cached(fp8_gemm_kernel_ws, ws_grid, cfg," in source
+    assert 'if cfg["STREAM_K"]:' in source and "launch_cached(fp8_gemm_kernel_whole, tiles_grid, cfg," in source
     assert 'grid = (cfg["NUM_SMS"],)' in source and "STREAM_K = 1" in source
     # One compile per setting: DP_TILES joins the scale strides in do_not_specialize, once each.
     assert "@triton.jit(do_not_specialize=['stride_ask', 'stride_bsk', 'DP_TILES'])" in source
@@ -68,13 +68,33 @@ def test_stream_k_goes_in_once_and_keeps_the_loop_for_stream_k_0():
     split = NVIDIA["split_k"].apply(plain, {"SPLIT_K_MAX": 4})
     with pytest.raises(NotApplicable, match="splits K already"):
         stream_k.apply(split, {"stream_k": True})
-    for on in (True, False):
-        with pytest.raises(NotApplicable, match="without warp specialisation"):
-            NVIDIA["warp_specialize"].apply(source, {"warp_specialize": on})
-    # From the plain loop: the same stream-K kernel, and no twin (STREAM_K 0 is its whole-tile path).
+    # From the plain loop: the same stream-K kernel, with the plain kernel as it was beside it.
     from_plain = stream_k.apply(plain, {"stream_k": True})
-    assert "fp8_gemm_kernel_ws" not in from_plain and "warp_specialize" not in from_plain
     assert from_plain[from_plain.index("def fp8_gemm_kernel(") : from_plain.index("# endregion: tile")] == main
+    plain_twin = from_plain[from_plain.index("def fp8_gemm_kernel_whole(") : from_plain.index("def fp8_gemm_kernel(")]
+    assert "for work_id in range(tl.program_id(0), num_work, NUM_SMS):" in plain_twin
+    assert "warp_specialize=True" not in from_plain
+
+
+def test_warp_specialisation_before_or_after_stream_k_gives_the_same_kernel():
+    """Once the kernel is stream-K, warp_specialize rewrites the loop of the copy as it was: a
+    search that took stream-K on the plain loop first reaches the warp-specialised line too."""
+    ws, sk = NVIDIA["warp_specialize"], NVIDIA["stream_k"]
+    plain = ws.apply(_line(), {"warp_specialize": False})
+    first_ws = sk.apply(ws.apply(plain, {"warp_specialize": True}), {"stream_k": True})
+    first_sk = sk.apply(plain, {"stream_k": True})
+    assert ws.detect(first_sk) == {"warp_specialize": False}
+    assert [v.params for v in ws.variants(first_sk)] == [{"warp_specialize": True}]
+    assert ws.apply(first_sk, {"warp_specialize": True}) == first_ws
+    assert ws.detect(first_ws) == {"warp_specialize": True}
+    assert ws.apply(first_ws, {"warp_specialize": False}) == first_sk
+    # Only the copy changes: the stream-K kernel's loop stays plain either way.
+    main = first_ws[first_ws.index("def fp8_gemm_kernel(") :]
+    assert "warp_specialize=True" not in main
+    # A stream-K kernel written before the copy was kept on plain loops has nothing to rewrite.
+    old = first_sk.replace("fp8_gemm_kernel_whole", "gone")
+    with pytest.raises(NotApplicable, match="without warp specialisation"):
+        ws.apply(old, {"warp_specialize": True})
 
 
 def test_the_plan_gives_whole_tiles_for_every_full_wave_but_the_last(tmp_path):
@@ -103,18 +123,19 @@ def test_stream_k_is_right_on_every_split_of_the_work(programs, tmp_path):
 
 
 def test_stream_k_0_gives_whole_tiles_only(tmp_path):
-    """STREAM_K 0 launches the warp-specialised kernel as it was, and on a plain line the
-    stream-K kernel's own whole-tile path; both right."""
+    """STREAM_K 0 launches the kernel as it was, warp-specialised or plain, and not the stream-K
+    kernel; both right."""
     source = set_constant(set_constant(_line(("stream_k", {"stream_k": True})), "STREAM_K", 0), "NUM_SMS", 4)
     module = load_submission(source, tmp_path, "sk0")
     _right(module, SHAPES[1:3], calls=1)
     kernels = {key[0] for key in module.module._COMPILED}
-    assert module.module.fp8_gemm_kernel_ws in kernels and module.module.fp8_gemm_kernel not in kernels
+    assert module.module.fp8_gemm_kernel_whole in kernels and module.module.fp8_gemm_kernel not in kernels
     plain = NVIDIA["warp_specialize"].apply(_line(), {"warp_specialize": False})
     source = set_constant(NVIDIA["stream_k"].apply(plain, {"stream_k": True}), "STREAM_K", 0)
     module = load_submission(set_constant(source, "NUM_SMS", 4), tmp_path, "sk0plain")
     _right(module, SHAPES[1:3], calls=1)
-    assert {key[0] for key in module.module._COMPILED} >= {module.module.fp8_gemm_kernel}
+    kernels = {key[0] for key in module.module._COMPILED}
+    assert module.module.fp8_gemm_kernel_whole in kernels and module.module.fp8_gemm_kernel not in kernels
 
 
 class _Clock:

@@ -18,7 +18,7 @@ import re
 
 from .._base import Form, NotApplicable, Param, Technique
 from .._regions import body, has, insert, insert_after_region, insert_near, replace_body, require
-from .stream_k import gemm_kernel, twin_name
+from ._gemm import find_twin, gemm_kernel
 
 MARK = "dependent_launch"
 
@@ -43,9 +43,10 @@ _SIGNAL = [
 
 
 def _gemm_names(source: str) -> list[str]:
-    """The GEMM kernel and stream_k's warp-specialised copy of it, if any."""
+    """The GEMM kernel and stream_k's copy of it, if any."""
     name = gemm_kernel(source, MARK)["name"]
-    return [name] + ([twin_name(name)] if re.search(rf"^def {twin_name(name)}\($", source, re.M) else [])
+    twin = find_twin(source, name)
+    return [name] + ([twin[0]] if twin else [])
 
 
 def _waiting(source: str, name: str, add_param: bool) -> str:

@@ -19,6 +19,7 @@ import re
 
 from .._base import Form, NotApplicable, Param, Technique
 from .._regions import body, has, insert, insert_after_region, replace_body, replace_line, require
+from ._gemm import find_twin, gemm_kernel
 from .precision import _dot_line
 from .split_k import WS_CONFLICT
 
@@ -266,7 +267,8 @@ class WarpSpecialize(Technique):
         "non-MMA work (here the scaled fp32 promotion of every 128-deep block). flatten=True merges "
         "the tile loop and the K loop into one pipelined stream so the next tile's first copies "
         "overlap the current tile's epilogue. It needs the persistent loop and pays off with TMA "
-        "loads; with pointer loads the producer has nothing asynchronous to issue."
+        "loads; with pointer loads the producer has nothing asynchronous to issue. On a stream-K "
+        "kernel it rewrites the loop of the copy of the kernel as it was (launched at STREAM_K 0)."
     )
     prior_min, prior_max = -0.05, 0.25
     novelty = 0.7
@@ -286,30 +288,42 @@ class WarpSpecialize(Technique):
         ),
     }
 
-    def _loop(self, source: str) -> str:
+    def _loop(self, source: str) -> tuple[str, tuple[int, int] | None]:
+        """The persistent loop's header and, on a stream-K kernel, the span of stream_k's copy of
+        the kernel as it was, whose loop this technique rewrites there (the stream-K body cannot
+        be warp-specialised)."""
         require(source, "tile", why=self.name)
-        if has(source, "stream_k_schedule"):
+        if not has(source, "stream_k_schedule"):
+            return persistent_loop(source, self.name), None
+        twin = find_twin(source, gemm_kernel(source, self.name)["name"])
+        if twin is None:  # stream-K written before the copy was kept for a plain loop too
             raise NotApplicable(f"{self.name}: {STREAM_K_CONFLICT}")
-        return persistent_loop(source, self.name)
+        _, start, end = twin
+        line = next((ln.strip() for ln in source[start:end].splitlines() if _PERSISTENT_LOOP.match(ln.strip())), None)
+        if line is None:
+            raise NotApplicable(f"{self.name}: stream_k's copy of the kernel has no persistent loop")
+        return line, (start, end)
 
     def detect(self, source: str) -> dict[str, Param] | None:
-        return {"warp_specialize": "warp_specialize=True" in self._loop(source)}
+        return {"warp_specialize": "warp_specialize=True" in self._loop(source)[0]}
 
     def forms(self, source: str) -> list[Form]:
         return list(self._FORMS.values())
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
         on = self._param(params, "warp_specialize", (True, False))
-        loop = self._loop(source)
+        loop, twin = self._loop(source)
         if ("warp_specialize=True" in loop) == on:
             return source
-        if not on:
-            return replace_line(source, "tile", loop, "for work_id in range(tl.program_id(0), num_work, NUM_SMS):")
-        if has(source, "split_k_reduce"):
+        if on and has(source, "split_k_reduce"):
             raise NotApplicable(f"{self.name}: {WS_CONFLICT}")
-        return replace_line(
-            source,
-            "tile",
-            loop,
-            "for work_id in tl.range(tl.program_id(0), num_work, NUM_SMS, flatten=True, warp_specialize=True):",
+        header = (
+            "for work_id in tl.range(tl.program_id(0), num_work, NUM_SMS, flatten=True, warp_specialize=True):"
+            if on
+            else "for work_id in range(tl.program_id(0), num_work, NUM_SMS):"
         )
+        if twin is not None:
+            start, end = twin
+            text = source[start:end]
+            return source[:start] + text.replace(loop, header, 1) + source[end:]
+        return replace_line(source, "tile", loop, header)

@@ -17,8 +17,10 @@ GPU whatever the residency (blocks start in id order) and in Triton's in-order i
 
 The stream-K loop is plain: with this body a warp-specialised loop was wrong on an H200. Neither
 structure wins everywhere (stream-K on long K with idle SMs, the warp-specialised loop on short
-K), so on a warp-specialised kernel a copy of the kernel as it was stays beside the stream-K one,
-and STREAM_K 0 launches it: the tuner picks the structure per shape (docs/h200.md, eleventh session).
+K), so a copy of the kernel as it was stays beside the stream-K one, and STREAM_K 0 launches it:
+the tuner picks the structure per shape (docs/h200.md, eleventh session). warp_specialize rewrites
+that copy's loop once the kernel is stream-K, so both orders of the two techniques give the same
+kernel (a search that took stream-K first does not lose the warp-specialised line).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from .._regions import (
     replace_line,
     require,
 )
+from ._gemm import gemm_kernel, twin_name
 from .hopper import persistent_loop
 from .tuning import no_specialise
 
@@ -125,36 +128,18 @@ def stream_k_plan(tiles, cfg, device):
 
 STREAM_K_MARK = "stream_k_schedule"
 
-# The GEMM kernel: its decorator, its def (parameters in region ``params``) to the end of region ``tile``.
-_KERNEL = re.compile(
-    r"^@triton\.jit[^\n]*\ndef (?P<name>\w+)\(\n[ \t]*# region: params\n.*?^[ \t]*# endregion: tile[ \t]*\n",
-    re.M | re.S,
-)
 _MARKER = re.compile(r"^\s*# (?:end)?region\b")
 
 _TWIN_NOTE = """\
-# The kernel as it stood before stream_k: whole tiles in the warp-specialised loop, which the
-# stream-K body cannot keep (docs/h200.md, tenth session). The launch takes it at STREAM_K 0, so
-# the tuner chooses per shape between the two structures. It has no regions: techniques applied
+# The kernel as it stood before stream_k: whole tiles in the persistent loop, which may be
+# warp-specialised (warp_specialize rewrites this loop once the other kernel is stream-K: the
+# stream-K body cannot be; docs/h200.md, tenth session). The launch takes it at STREAM_K 0, so the
+# tuner chooses per shape between the two structures. It has no regions: other techniques applied
 # after stream_k rewrite the stream-K kernel only.
 """
 
 
-def gemm_kernel(source: str, technique: str) -> re.Match[str]:
-    """The GEMM kernel's text (decorator to the end of region ``tile``), its name as ``["name"]``;
-    NotApplicable, naming ``technique``, where there is none."""
-    found = _KERNEL.search(source)
-    if found is None:
-        raise NotApplicable(f"{technique}: the GEMM kernel (a @triton.jit def with region params) was not found")
-    return found
-
-
-def twin_name(name: str) -> str:
-    """The name of the warp-specialised copy that stream_k keeps beside kernel ``name``."""
-    return f"{name}_ws"
-
-
-def _warp_specialised_twin(source: str) -> tuple[str, str, str, str]:
+def _whole_tile_twin(source: str) -> tuple[str, str, str, str]:
     """(name, text, launch, grid line): a copy of the GEMM kernel renamed (``twin_name``), its
     region markers dropped and an unused STREAM_K parameter added (the launch passes every
     setting), with the launch region's body and the grid line as they were."""
@@ -179,18 +164,18 @@ def _line(lines: list[str], start: str, why: str) -> str:
 
 
 def _with_twin(source: str, twin: tuple[str, str, str, str]) -> str:
-    """``source`` (stream-K applied) with the warp-specialised kernel back beside it, launched at
-    STREAM_K 0 with its own grid and arguments as they were."""
-    name, text, ws_launch, ws_grid = twin
-    source = replace_line(source, "grid", 'grid = (cfg["NUM_SMS"],)', f'ws_{ws_grid}\ngrid = (cfg["NUM_SMS"],)')
-    old = re.sub(r"\bgrid\b", "ws_grid", re.sub(rf"\b{name}\b", twin_name(name), ws_launch))
+    """``source`` (stream-K applied) with the kernel as it was back beside it, launched at STREAM_K 0
+    with its own grid and arguments as they were."""
+    name, text, old_launch, old_grid = twin
+    source = replace_line(source, "grid", 'grid = (cfg["NUM_SMS"],)', f'tiles_{old_grid}\ngrid = (cfg["NUM_SMS"],)')
+    old = re.sub(r"\bgrid\b", "tiles_grid", re.sub(rf"\b{name}\b", twin_name(name), old_launch))
     new = textwrap.dedent("\n".join(body(source, "launch"))).strip("\n")
     source = replace_body(
         source,
         "launch",
         'if cfg["STREAM_K"]:\n'
         + textwrap.indent(new, "    ")
-        + "\nelse:  # whole tiles through the warp-specialised loop (the kernel as it was)\n"
+        + "\nelse:  # whole tiles through the kernel as it was (its own grid)\n"
         + textwrap.indent(old, "    "),
     )
     where = gemm_kernel(source, "stream_k").start()
@@ -211,9 +196,10 @@ class StreamK(Technique):
         "split between programs is summed in fp32 by the program that holds its last K block, from "
         "the others' workspace slots, with flags and no host work. It pays where the tiles leave a "
         "wave partly idle and K is long, and loses on short K, where a warp-specialised loop pays. "
-        "Its own loop is plain (the fix-up needs one epilogue per program), so on a warp-specialised "
-        "kernel the kernel as it was stays beside it: a STREAM_K constexpr of 0 launches that one "
-        "(whole tiles only), and the in-submission tuner times both structures per shape."
+        "Its own loop is plain (the fix-up needs one epilogue per program), so the kernel as it was "
+        "stays beside it: a STREAM_K constexpr of 0 launches that one (whole tiles only), the "
+        "in-submission tuner times both structures per shape, and warp specialisation can still be "
+        "turned on or off in that copy's loop afterwards."
     )
     prior_min, prior_max = -0.05, 0.25
     novelty = 0.8
@@ -228,7 +214,8 @@ class StreamK(Technique):
             "holding its last K block adds the lower programs' slots and writes c",
             "launch exactly NUM_SMS programs from a plain loop (no warp specialisation); a STREAM_K constexpr "
             "(1) gives whole tiles only at 0, which a tuner times too, per shape",
-            "on a warp-specialised loop keep that kernel as it was beside the stream-K one, launched at STREAM_K 0",
+            "keep the kernel as it was (its persistent loop, warp-specialised or not) beside the stream-K one, "
+            "launched at STREAM_K 0",
         ],
     )
 
@@ -247,9 +234,9 @@ class StreamK(Technique):
         if has(source, "split_k_pid") or has(source, "split_k_reduce"):
             raise NotApplicable("stream_k: this kernel splits K already (split_k); use one or the other")
         loop = persistent_loop(source, self.name)
-        # On a warp-specialised loop the kernel as it was stays beside the stream-K one, and
-        # STREAM_K 0 launches it: each structure wins on its own shapes (docs/h200.md).
-        twin = _warp_specialised_twin(source) if "warp_specialize=True" in loop else None
+        # The kernel as it was stays beside the stream-K one, and STREAM_K 0 launches it: each
+        # structure wins on its own shapes (docs/h200.md), and warp_specialize can still rewrite it.
+        twin = _whole_tile_twin(source)
         if [ln.strip() for ln in body(source, "k_bounds")] != ["k_lo = 0", "k_hi = K"]:
             raise NotApplicable("stream_k: region k_bounds must be the whole K loop (`k_lo = 0`, `k_hi = K`)")
         if "BLOCK_K" not in "\n".join(body(source, "params")):
@@ -288,4 +275,4 @@ class StreamK(Technique):
         source = replace_line(source, "grid", "grid = ", 'grid = (cfg["NUM_SMS"],)')
         # DP_TILES changes with every shape: one compile per setting, not per divisibility class.
         source = no_specialise(insert_after_region(source, "select_config", _PLAN), ["DP_TILES"])
-        return source if twin is None else _with_twin(source, twin)
+        return _with_twin(source, twin)
