@@ -146,7 +146,7 @@ class OfflineBrain:
         """Would this plan produce a kernel nobody has written yet? (Evaluations are scarce and an
         engineer's hour is not free: a plan whose result already exists is no experiment.)"""
         try:
-            source = self.catalogue[plan.technique].apply(view.base_source, dict(plan.params), view.reference_source)
+            source = self.catalogue[plan.technique].rewrite(view.base_source, dict(plan.params), view.reference_source)
         except knowledge.NotApplicable:
             return False
         return source_hash(source) not in written
@@ -157,7 +157,7 @@ class OfflineBrain:
         if technique is None:
             raise CannotImplement(f"no technique named {view.technique!r} in the catalogue")
         try:
-            source = technique.apply(view.base_source, dict(view.params), view.reference_source)
+            source = technique.rewrite(view.base_source, dict(view.params), view.reference_source)
         except knowledge.NotApplicable as exc:
             raise CannotImplement(str(exc)) from exc
         return Draft(source=source, summary=view.plan)

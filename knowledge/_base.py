@@ -19,7 +19,7 @@ T = TypeVar("T", bound=Param)  # one type of parameter value
 
 
 class Variant(msgspec.Struct, frozen=True):
-    """One concrete form of a technique, ready for ``Technique.apply(source, params)``."""
+    """One concrete form of a technique, ready for ``Technique.rewrite(source, params)``."""
 
     technique: str
     params: dict[str, Param]
@@ -103,6 +103,14 @@ class Technique:
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
         raise NotImplementedError
+
+    def rewrite(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
+        """``apply``, with the change also made to stream_k's copy of the GEMM kernel where the copy
+        reads as the rewritten part did (a grouped tile order reaches both structures). What the
+        engineers and compound plans call; ``apply`` is each technique's own transformation."""
+        from .techniques._gemm import mirror_into_twin  # techniques import this module
+
+        return mirror_into_twin(source, self.apply(source, params, reference))
 
     # -- helpers for subclasses -------------------------------------------------------------
 

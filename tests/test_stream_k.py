@@ -97,6 +97,32 @@ def test_warp_specialisation_before_or_after_stream_k_gives_the_same_kernel():
         ws.apply(old, {"warp_specialize": True})
 
 
+def _twin(source: str) -> str:
+    return source[source.index("def fp8_gemm_kernel_whole(") : source.index("def fp8_gemm_kernel(")]
+
+
+def test_a_change_after_stream_k_reaches_the_copy_too(tmp_path):
+    """Through ``rewrite`` (what engineers and compound plans call), a grouped tile order applied
+    after stream_k rewrites the copy's tile order and adds its GROUP_M parameter, as if it had come
+    first; a change to what stream_k itself rewrote (the K loop) stays in the stream-K kernel."""
+    ws, sk, order = NVIDIA["warp_specialize"], NVIDIA["stream_k"], NVIDIA["grouped_order"]
+    plain = ws.apply(_line(), {"warp_specialize": False})
+    before = sk.apply(order.apply(plain, {"GROUP_M": 8}), {"stream_k": True})
+    after = order.rewrite(sk.apply(plain, {"stream_k": True}), {"GROUP_M": 8})
+    assert "group_size = GROUP_M * num_pid_n" in _twin(after) and "GROUP_M: tl.constexpr," in _twin(after)
+    assert _twin(after) == _twin(before)
+    assert _twin(order.apply(sk.apply(plain, {"stream_k": True}), {"GROUP_M": 8})) != _twin(after)  # apply alone: not
+    # Then warp specialisation of the copy, and the copy at STREAM_K 0 is right in the interpreter.
+    both = ws.rewrite(after, {"warp_specialize": True})
+    assert "warp_specialize=True" in _twin(both) and "group_size" in _twin(both)
+    source = set_constant(set_constant(both, "STREAM_K", 0), "NUM_SMS", 4)
+    module = load_submission(source, tmp_path, "twin_order")
+    _right(module, SHAPES[1:3], calls=1)
+    # Nothing to mirror where there is no copy, and a rewrite without change is the source itself.
+    assert order.rewrite(plain, {"GROUP_M": 8}) == order.apply(plain, {"GROUP_M": 8})
+    assert order.rewrite(after, {"GROUP_M": 8}) == after
+
+
 def test_the_plan_gives_whole_tiles_for_every_full_wave_but_the_last(tmp_path):
     namespace = load_submission(_line(("stream_k", {"stream_k": True})), tmp_path, "plan").module
     cfg = {"NUM_SMS": 4, "BLOCK_M": 64, "BLOCK_N": 64, "STREAM_K": 1}

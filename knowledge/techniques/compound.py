@@ -90,7 +90,7 @@ class Compound(Technique):
             try:
                 current = source
                 for part, variant in combo:
-                    after = part.apply(current, dict(variant.params), reference)
+                    after = part.rewrite(current, dict(variant.params), reference)
                     if after == current:
                         raise NotApplicable("a step changed nothing")
                     current = after
@@ -115,5 +115,5 @@ class Compound(Technique):
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
         for part, step in self._steps(params):
-            source = part.apply(source, step, reference)
+            source = part.rewrite(source, step, reference)
         return source

@@ -87,5 +87,5 @@ class Crossover(Technique):
             return source
         for other, theirs in self._differences(source, reference):
             if other.name == adopt:
-                return other.apply(source, theirs)
+                return other.rewrite(source, theirs)
         raise NotApplicable(f"crossover: the reference does not differ from the base in {adopt!r}")

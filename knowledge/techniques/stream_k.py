@@ -40,7 +40,7 @@ from .._regions import (
     replace_line,
     require,
 )
-from ._gemm import gemm_kernel, twin_name
+from ._gemm import MARKER, TWIN_NOTE_START, TWIN_SWITCH, gemm_kernel, twin_name
 from .hopper import persistent_loop
 from .tuning import no_specialise
 
@@ -128,10 +128,8 @@ def stream_k_plan(tiles, cfg, device):
 
 STREAM_K_MARK = "stream_k_schedule"
 
-_MARKER = re.compile(r"^\s*# (?:end)?region\b")
-
-_TWIN_NOTE = """\
-# The kernel as it stood before stream_k: whole tiles in the persistent loop, which may be
+_TWIN_NOTE = f"""\
+{TWIN_NOTE_START}: whole tiles in the persistent loop, which may be
 # warp-specialised (warp_specialize rewrites this loop once the other kernel is stream-K: the
 # stream-K body cannot be; docs/h200.md, tenth session). The launch takes it at STREAM_K 0, so the
 # tuner chooses per shape between the two structures. It has no regions: other techniques applied
@@ -145,11 +143,11 @@ def _whole_tile_twin(source: str) -> tuple[str, str, str, str]:
     setting), with the launch region's body and the grid line as they were."""
     found = gemm_kernel(source, "stream_k")
     name = found["name"]
-    lines = [ln for ln in found[0].splitlines() if not _MARKER.match(ln)]
+    lines = [ln for ln in found[0].splitlines() if not MARKER.match(ln)]
     close = next((i for i, ln in enumerate(lines) if ln.strip() == "):"), None)
     if close is None:
         raise NotApplicable("stream_k: the kernel's parameter list does not end in a line `):`")
-    lines[close:close] = ["    STREAM_K: tl.constexpr,  # the tuner's switch: this kernel runs at 0"]
+    lines[close:close] = [TWIN_SWITCH]
     copy = "\n".join(lines).replace(f"def {name}(", f"def {twin_name(name)}(", 1)
     launch = textwrap.dedent("\n".join(body(source, "launch"))).strip("\n")
     grid = _line(body(source, "grid"), "grid = ", "region grid has no `grid = ` line")
