@@ -132,8 +132,9 @@ _TWIN_NOTE = f"""\
 {TWIN_NOTE_START}: whole tiles in the persistent loop, which may be
 # warp-specialised (warp_specialize rewrites this loop once the other kernel is stream-K: the
 # stream-K body cannot be; docs/h200.md, tenth session). The launch takes it at STREAM_K 0, so the
-# tuner chooses per shape between the two structures. It has no regions: other techniques applied
-# after stream_k rewrite the stream-K kernel only.
+# tuner chooses per shape between the two structures. It has no regions: a technique applied after
+# stream_k rewrites the stream-K kernel, and its change is made here too where this copy reads as
+# the rewritten part did (a grouped tile order reaches both; Technique.rewrite).
 """
 
 
