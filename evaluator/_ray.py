@@ -20,8 +20,10 @@
   and bounded, until Ray confirms it (the processes are gone milliseconds later; a test checks).
 - **Losing the cluster.** Ray's driver ends its whole process 60 s after it loses the cluster's
   head (the GCS), and a GCS call made meanwhile blocks. So while it waits the backend knocks on the
-  head's port every few seconds and raises ``ClusterLost`` first: the campaign stops cleanly with
-  every finished evaluation recorded, and ``resume`` continues once the cluster is back.
+  head's port every few seconds and raises ``ClusterLost`` first (a GCS call has a deadline of
+  its own: the head may die between the knock and the call): the campaign stops cleanly with every
+  finished evaluation recorded, the command ends its process at once rather than let Ray's exit
+  handler wait on the dead head, and ``resume`` continues once the cluster is back.
 
 The remote functions are module-level and are imported by reference on the workers, so every host
 needs this package installed (docs/ray.md). ``ray`` is imported lazily: it is an optional extra.
@@ -35,8 +37,10 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import anyio
 import msgspec
@@ -47,10 +51,13 @@ from kernel_scientist.evaluator._rules import rule_verdict
 from kernel_scientist.evaluator._task import Task
 from kernel_scientist.evaluator._wire import GpuRequest
 
+T = TypeVar("T")
+
 ATTEMPTS = 3  # submissions of one evaluation whose node or worker died, before it counts as a crash
 _POLL_S = 0.5  # how long one ray.wait blocks a worker thread
 _PROBE_S = 2.0  # how often a waiting evaluation checks that the cluster's head still answers
 _CANCEL_GRACE_S = 15.0  # how long a cancelled evaluation waits for Ray to confirm the task ended
+_GCS_CALL_S = 10.0  # the longest a call to the cluster's head may take before the head counts as lost
 
 
 class ClusterError(Exception):
@@ -250,13 +257,18 @@ class RayBackend:
 
     def _check_cluster(self) -> None:
         """Raise ClusterLost when the head no longer answers or no node offers our resource. The
-        port knock comes first: a GCS call to a dead head would block."""
+        port knock comes first, and the GCS call after it has a deadline of its own: a head that
+        dies between the two would hold the call (and this thread) until Ray ends the process."""
         host, _, port = self.gcs.rpartition(":")
         try:
             socket.create_connection((host, int(port)), timeout=3).close()
         except OSError:
             raise ClusterLost(f"the Ray cluster's head at {self.gcs} does not answer") from None
-        if not self._ray.cluster_resources().get(self.unit, 0):
+        try:
+            resources = _within(_GCS_CALL_S, self._ray.cluster_resources)
+        except TimeoutError:
+            raise ClusterLost(f"the Ray cluster's head at {self.gcs} stopped answering") from None
+        if not resources.get(self.unit, 0):
             raise ClusterLost(f"no node of the Ray cluster at {self.gcs} offers a {self.unit} any more")
 
     def __enter__(self) -> RayBackend:
@@ -265,9 +277,9 @@ class RayBackend:
     def __exit__(self, *exc: object) -> None:
         try:
             self._check_cluster()
-        except ClusterLost:
-            return  # shutting down would wait on the dead head; the process is about to end anyway
-        self._ray.shutdown()
+            _within(_GCS_CALL_S, self._ray.shutdown)
+        except (ClusterLost, TimeoutError):
+            pass  # shutting down would wait on the dead head: the command ends the process (cli.py)
 
     # ---- the backend's interface (the same as the local backend's) -------------------------
     async def prescreen(self, source: str) -> EvalReport:
@@ -369,6 +381,29 @@ class RayBackend:
         if got.where.device != self.device_name:  # a mixed cluster: scores of two GPU models side by side
             notes += f"; not the campaign's GPU model ({self.device_name})"
         return self._parent.judge(got.run, submission_id, secret_seed, got.where, backend="ray", notes=notes)
+
+
+def _within(seconds: float, call: Callable[[], T]) -> T:
+    """``call()`` in a daemon thread, or TimeoutError after ``seconds``: a Ray call to a head that
+    went away blocks until Ray's own 60 s deadline ends the whole process, so the thread is left
+    behind rather than joined."""
+    box: list = []
+
+    def run() -> None:
+        try:
+            box.append((True, call()))
+        except BaseException as exc:  # handed to the caller's thread
+            box.append((False, exc))
+
+    thread = threading.Thread(target=run, name="ray-call", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if not box:
+        raise TimeoutError(f"no answer within {seconds:g} s")
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value
 
 
 def _cause(exc: BaseException) -> str:

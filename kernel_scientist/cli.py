@@ -47,6 +47,10 @@ def _handle(args) -> int:
         return _interrupted(str(exc))
     except Stopped as exc:
         print(f"kernel-scientist: {exc}", file=sys.stderr)
+        if "ray" in sys.modules:  # a driver of a lost cluster: Ray's exit handler would wait on the
+            sys.stdout.flush()  # dead head until Ray's own 60 s deadline ended us with status 1;
+            sys.stderr.flush()  # the blackboard and the log are closed by now
+            os._exit(EXIT_STOPPED)
         return EXIT_STOPPED
     except BrokenPipeError:  # `kernel-scientist logs ... | head`: the reader has all it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -7,6 +7,7 @@ lost cluster is the whole cluster shut down under a running campaign.
 """
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -213,6 +214,35 @@ def test_a_lost_cluster_stops_the_campaign_cleanly_and_resume_continues(workdir)
     assert len(after) > len(before) and len({e.submission_id for e in after}) == len(after)
     assert not [s for s in subs if s.state == "leased"]
     assert len([s for s in subs if s.state == "done"]) == len(after)
+
+
+def test_a_head_that_stops_answering_stops_the_campaign_before_rays_deadline(workdir):
+    """The head frozen (SIGSTOP: its port still takes connections, its calls never return) is the
+    race of a head that dies between the port knock and the call after it: the call's own deadline
+    stops the campaign (exit code 3, not Ray's status 1 a minute later), and once the head answers
+    again `resume` continues on the same cluster."""
+    cluster = _cluster()
+    gcs = cluster.head_node.all_processes["gcs_server"][0].process
+    try:
+        proc = _run(workdir, cluster.address, "run", "ray.toml", "--db", "c.sqlite")
+        _wait_for(workdir / "c.sqlite", evaluations=1)
+        os.kill(gcs.pid, signal.SIGSTOP)
+        try:
+            out, err = proc.communicate(timeout=120)
+        finally:
+            os.kill(gcs.pid, signal.SIGCONT)
+        assert proc.returncode == 3, err[-3000:]
+        line = err.strip().splitlines()[-1]
+        assert "head at" in line and "stopped answering" in line and "Traceback" not in err, err[-3000:]
+        assert "kernel-scientist resume --db c.sqlite" in line
+        before, _, _ = _evaluations(workdir / "c.sqlite")
+        again = _run(workdir, cluster.address, "resume", "--db", "c.sqlite")
+        out, err = again.communicate(timeout=300)
+    finally:
+        cluster.shutdown()
+    assert again.returncode == 0, err[-3000:]
+    after, subs, _ = _evaluations(workdir / "c.sqlite")
+    assert len(after) > len(before) and not [s for s in subs if s.state == "leased"]
 
 
 def test_sweep_on_ray_gives_the_local_sweeps_table(cluster, tmp_path):
