@@ -104,6 +104,7 @@ class EvaluatorAgent(Agent):
         # charged to the campaign clock.
         try:
             report = await self.ctx.backend.evaluate(kernel.source, submission_id=sub.id, secret_seed=self.secret_seed)
+            report = await self._retime(kernel.id, kernel.source, sub.id, report)
         finally:
             self._current.remove(kernel.source)
         await anyio.sleep(report.duration_s)
@@ -121,13 +122,43 @@ class EvaluatorAgent(Agent):
             hypothesis_id=kernel.hypothesis_id,
         )
 
+    async def _retime(self, kernel_id: int, source: str, submission_id: int, report: EvalReport) -> EvalReport:
+        """A first score that would lead the campaign is timed again (``evaluator.retime_leaders``
+        more times, each with new inputs) and the report holds their geometric mean: the leader
+        is what the archivist breeds from and what the campaign reports, so it must not be one
+        lucky timing. Every other candidate keeps its one timing."""
+        first = report.passed_score()
+        best = min(
+            (s for s in (e.report.passed_score() for e in self.board.evaluations()) if s is not None), default=None
+        )
+        if first is None or (best is not None and first >= best):
+            return report
+        for run in range(1, self.ctx.scenario.evaluator.retime_leaders + 1):
+            self.board.say(
+                agent=self.name,
+                kind="queue",
+                at=self.now(),
+                kernel_id=kernel_id,
+                text=f"kernel {kernel_id}: {report.passed_score():.1f} us would lead"
+                + (f" (best so far {best:.1f} us)" if best is not None else "")
+                + f"; timing it again with new inputs ({run + 1} of {self.ctx.scenario.evaluator.retime_leaders + 1})",
+            )
+            seed = zlib.crc32(f"retime:{run}:{self.secret_seed}".encode())
+            report = report.retimed(
+                await self.ctx.backend.evaluate(source, submission_id=submission_id, secret_seed=seed)
+            )
+            if report.passed_score() is None:
+                break
+        return report
+
 
 def evaluation_text(kernel_id: int, report: EvalReport) -> str:
     """The evaluator's line for one result, labelled from its provenance ("simulated on ..." or
     "measured on ...")."""
     score = report.passed_score()
     if score is not None:
-        return f"kernel {kernel_id}: {score:.1f} us ({report.provenance.label()})"
+        runs = f"; geometric mean of {len(report.runs_us)} timings: " + ", ".join(f"{r:.1f}" for r in report.runs_us)
+        return f"kernel {kernel_id}: {score:.1f} us ({report.provenance.label()}{runs if report.runs_us else ''})"
     if report.passed():  # correct, but the backend could not time it (it says why)
         return f"kernel {kernel_id} passed, untimed: {report.reason}"
     return f"kernel {kernel_id} {report.outcome}: {report.reason}"

@@ -140,6 +140,10 @@ class EvaluatorConfig(_Strict, frozen=True):
     noise: Annotated[float, msgspec.Meta(ge=0, le=0.5)] = 0.02  # simulated timing noise (sigma)
     timeout_s: Positive = 60.0  # wall-clock limit for one candidate's sandboxed run
     lease_s: Positive = 3600.0  # campaign seconds a claimed submission stays claimed
+    # A candidate whose first score would lead the campaign (the seed's included) is timed this
+    # many more times, with new inputs, before it is recorded: its score is then the geometric mean
+    # (one timing's luck would otherwise crown it; docs/evaluator.md, "Re-timing a new leader").
+    retime_leaders: Annotated[int, msgspec.Meta(ge=0, le=4)] = 1
     # local and ray backends: between min_calls and max_calls timed calls per ranked shape, fewer
     # than max_calls once the standard error of the device times is under rel_stderr of their mean
     # or the shape's budget of wall seconds is spent.

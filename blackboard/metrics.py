@@ -160,6 +160,20 @@ def started_early(phases: dict[str, float]) -> bool:
     return phases.get("idle_s", 0.0) > 0.05 or "prepare_s" in phases
 
 
+def retime_text(evals: list[Evaluation]) -> str:
+    """One line on the would-be leaders the evaluator timed again (``EvalReport.runs_us``): how
+    many, and by how much their first timing flattered them (the median of the later timings'
+    geometric mean over the first, minus one). Empty when none was."""
+    runs = [e.report.runs_us for e in evals if len(e.report.runs_us) > 1]
+    if not runs:
+        return ""
+    later = [math.exp(sum(math.log(r) for r in rs[1:]) / (len(rs) - 1)) / rs[0] - 1 for rs in runs]
+    return (
+        f"would-be leaders timed again with new inputs: {len(runs)}; the later timings were "
+        f"{_median(later):+.1%} against the first (median)"
+    )
+
+
 def _median(values: list[float]) -> float:
     ordered = sorted(values)
     mid = len(ordered) // 2

@@ -8,6 +8,7 @@ Nothing in this module imports anything else of ours (the blackboard is the bott
 from __future__ import annotations
 
 import enum
+import math
 from typing import Literal, cast
 
 import msgspec
@@ -233,6 +234,10 @@ class EvalReport(msgspec.Struct, frozen=True):
     # for the request: a process started early), "setup_s", "tests_s" (compiles and first-call
     # tuning land here), "timing_s". Empty for simulated evaluations and older files.
     phases: dict[str, float] = {}
+    # When the evaluator timed the candidate more than once (a new leader is re-timed with new
+    # inputs: one timing's luck would otherwise crown it), each timing's score, first one first;
+    # ``score_us`` and the shapes' times are then their geometric means. Empty: one timing.
+    runs_us: list[float] = []
 
     def passed(self) -> bool:
         """The candidate passed every check, timed or not (``passed_score`` says whether it was)."""
@@ -243,6 +248,55 @@ class EvalReport(msgspec.Struct, frozen=True):
         failed, or passed but could not be timed (``reason`` says why). The one definition of "a
         kernel with a score": rankings, uplifts and plots all ask this."""
         return self.score_us if self.passed() else None
+
+    def retimed(self, again: EvalReport) -> EvalReport:
+        """This report with ``again`` (the same kernel evaluated once more, with new inputs)
+        folded in. A kernel that fails its second run fails: its report is that run's, saying it
+        passed before; a second run that passed untimed adds nothing."""
+        first = self.passed_score()
+        if first is None:
+            return self
+        if not again.passed():
+            return msgspec.structs.replace(
+                again,
+                reason=f"passed its first run ({first:.1f} us), then on re-timing with new inputs: {again.reason}",
+                duration_s=self.duration_s + again.duration_s,
+            )
+        second = again.passed_score()
+        if second is None or len(again.shapes) != len(self.shapes):
+            return self
+        runs = (self.runs_us or [first]) + [second]
+        n = len(runs)
+
+        def fold(old: float | None, new: float | None) -> float | None:  # running geometric mean
+            if old is None or new is None:
+                return old if new is None else new
+            return round(math.exp((math.log(old) * (n - 1) + math.log(new)) / n), 4)
+
+        shapes = [
+            msgspec.structs.replace(a, time_us=fold(a.time_us, b.time_us), host_us=fold(a.host_us, b.host_us))
+            for a, b in zip(self.shapes, again.shapes, strict=True)
+        ]
+        phases = {
+            k: round(self.phases.get(k, 0.0) + again.phases.get(k, 0.0), 3) for k in {*self.phases, *again.phases}
+        }
+        return msgspec.structs.replace(
+            self,
+            score_us=fold(first, second),
+            shapes=shapes,
+            duration_s=self.duration_s + again.duration_s,
+            phases=phases,
+            runs_us=runs,
+            provenance=msgspec.structs.replace(
+                self.provenance,
+                seeds=self.provenance.seeds + again.provenance.seeds,
+                notes="; ".join(
+                    x
+                    for x in (self.provenance.notes, again.provenance.notes and f"timing {n}: {again.provenance.notes}")
+                    if x
+                ),
+            ),
+        )
 
 
 class RunSegment(msgspec.Struct, frozen=True):

@@ -151,6 +151,7 @@ def render(board: Blackboard, top: int = 10, width: int | None = None) -> str:
         f"evaluator utilisation {st.utilisation:.0%}, rate limit used {st.rate_used:.0%} "
         "(against the limits in force at each moment)",
         *_phase_line(st.evaluation_phases),
+        *filter(None, [metrics.retime_text(board.evaluations())]),
         metrics.calibration_text(st.predictions),
         f"seed kernel {_fmt(st.seed_score_us)}, PyTorch reference {_fmt(st.reference_score_us)} "
         f"(geometric mean over the ranked shapes, {label})",

@@ -3,6 +3,7 @@
 import sqlite3
 
 import anyio
+import msgspec
 import pytest
 from kernel_scientist.blackboard import (
     SCHEMA_VERSION,
@@ -266,3 +267,27 @@ def test_an_evaluation_is_synced_before_it_is_acknowledged(board_path):
     assert ran[full] == "PRAGMA synchronous=FULL" and "COMMIT" not in ran[full:insert]
     assert ran[commit + 1] == "PRAGMA synchronous=NORMAL"
     assert "PRAGMA synchronous=FULL" not in ran[commit + 1 :]  # the message is an ordinary commit
+
+
+def test_a_retimed_report_is_the_geometric_mean_and_a_failed_second_run_fails_it():
+    from kernel_scientist.blackboard import Shape, ShapeResult
+
+    def timed(a, b, seed):
+        shapes = [ShapeResult(shape=Shape(64, 64, 64, i), passed=True, time_us=t) for i, t in enumerate((a, b))]
+        prov = msgspec.structs.replace(PROV, seeds=[seed])
+        return EvalReport(Outcome.PASSED, "", prov, score_us=(a * b) ** 0.5, shapes=shapes, duration_s=2.0)
+
+    first, second = timed(100.0, 400.0, 1), timed(121.0, 484.0, 2)
+    both = first.retimed(second)
+    assert both.runs_us == [200.0, 242.0] and both.passed_score() == pytest.approx((200.0 * 242.0) ** 0.5)
+    assert [s.time_us for s in both.shapes] == [110.0, 440.0] and both.duration_s == 4.0
+    assert both.provenance.seeds == [1, 2]
+    third = both.retimed(timed(100.0, 400.0, 3))  # a running mean over three timings
+    assert third.passed_score() == pytest.approx((200.0 * 242.0 * 200.0) ** (1 / 3)) and len(third.runs_us) == 3
+
+    wrong = EvalReport(Outcome.WRONG_OUTPUT, "shape 2 differs", PROV, duration_s=1.0)
+    failed = first.retimed(wrong)
+    assert failed.passed_score() is None and failed.outcome == Outcome.WRONG_OUTPUT
+    assert failed.reason == "passed its first run (200.0 us), then on re-timing with new inputs: shape 2 differs"
+    untimed = EvalReport(Outcome.PASSED, "could not time", PROV)
+    assert first.retimed(untimed) == first and wrong.retimed(first) == wrong
