@@ -101,13 +101,13 @@ class EvaluatorAgent(Agent):
             self._hint([kernel.source], queued)
         self._current.append(kernel.source)
         # Real work (sandboxed CPU check, launch capture) runs inline; the hardware's time is then
-        # charged to the campaign clock.
+        # charged to the campaign clock (each timing's as it ends, a re-timing's too).
         try:
             report = await self.ctx.backend.evaluate(kernel.source, submission_id=sub.id, secret_seed=self.secret_seed)
+            await anyio.sleep(report.duration_s)
             report = await self._retime(kernel.id, kernel.source, sub.id, report)
         finally:
             self._current.remove(kernel.source)
-        await anyio.sleep(report.duration_s)
         await self.act(rank)
         board.record_evaluation(
             submission_id=sub.id, owner=owner, started_at=started, finished_at=self.now(), report=report
@@ -144,9 +144,9 @@ class EvaluatorAgent(Agent):
                 + f"; timing it again with new inputs ({run + 1} of {self.ctx.scenario.evaluator.retime_leaders + 1})",
             )
             seed = zlib.crc32(f"retime:{run}:{self.secret_seed}".encode())
-            report = report.retimed(
-                await self.ctx.backend.evaluate(source, submission_id=submission_id, secret_seed=seed)
-            )
+            again = await self.ctx.backend.evaluate(source, submission_id=submission_id, secret_seed=seed)
+            await anyio.sleep(again.duration_s)  # each timing is charged to the clock as it ends
+            report = report.retimed(again)
             if report.passed_score() is None:
                 break
         return report
