@@ -19,6 +19,8 @@ same campaign gives the same figure everywhere. Definitions:
   inside their range, and the median width of the ranges.
 - **Evaluation phases** = per phase of the harness's runs on a real GPU (start-up, set-up, tests,
   timing), the median wall seconds over the evaluations that recorded it.
+- **Re-timings** = over the would-be leaders timed more than once: how many, and the median of
+  the later timings' geometric mean over the first, minus one (how much a first timing flattered).
 - The window of a finished campaign ends at its close; of a running one, at ``now``.
 """
 
@@ -160,17 +162,28 @@ def started_early(phases: dict[str, float]) -> bool:
     return phases.get("idle_s", 0.0) > 0.05 or "prepare_s" in phases
 
 
-def retime_text(evals: list[Evaluation]) -> str:
-    """One line on the would-be leaders the evaluator timed again (``EvalReport.runs_us``): how
-    many, and by how much their first timing flattered them (the median of the later timings'
-    geometric mean over the first, minus one). Empty when none was."""
+class Retimes(msgspec.Struct, frozen=True):
+    """The would-be leaders the evaluator timed again (``EvalReport.runs_us``): how many, and by
+    how much their first timing flattered them (the median over them of the later timings'
+    geometric mean against the first, minus one; None when there were none)."""
+
+    count: int
+    median_change: float | None
+
+
+def retimes(evals: list[Evaluation]) -> Retimes:
     runs = [e.report.runs_us for e in evals if len(e.report.runs_us) > 1]
-    if not runs:
-        return ""
     later = [math.exp(sum(math.log(r) for r in rs[1:]) / (len(rs) - 1)) / rs[0] - 1 for rs in runs]
+    return Retimes(count=len(runs), median_change=_median(later) if later else None)
+
+
+def retime_text(retimed: Retimes | None) -> str:
+    """One line for status and report; empty when nothing was timed again."""
+    if retimed is None or retimed.median_change is None:
+        return ""
     return (
-        f"would-be leaders timed again with new inputs: {len(runs)}; the later timings were "
-        f"{_median(later):+.1%} against the first (median)"
+        f"would-be leaders timed again with new inputs: {retimed.count}; the later timings were "
+        f"{retimed.median_change:+.1%} against the first (median)"
     )
 
 

@@ -356,7 +356,7 @@ def build(board: Blackboard, out: Path, step: Callable[[str], None] = lambda nam
         f"{st.rejected} kernels sent back by the critic; evaluator utilisation {st.utilisation:.0%}, "
         f"rate limit used {st.rate_used:.0%}",
         metrics.calibration_text(st.predictions),
-        *filter(None, [metrics.retime_text(board.evaluations())]),
+        *filter(None, [metrics.retime_text(st.retimes)]),
     ]
     if st.best is not None:
         summary.append(

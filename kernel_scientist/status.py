@@ -45,6 +45,7 @@ class Status(msgspec.Struct, frozen=True):
     utilisation: float = 0.0
     rate_used: float = 0.0
     predictions: metrics.Calibration | None = None  # predicted vs observed uplift (blackboard.metrics)
+    retimes: metrics.Retimes | None = None  # would-be leaders timed again (blackboard.metrics)
 
 
 def finished_at(board: Blackboard) -> float | None:
@@ -94,6 +95,7 @@ def status(board: Blackboard, top: int = 10) -> Status:
         utilisation=round(use.utilisation, 4),
         rate_used=round(use.rate_used, 4),
         predictions=metrics.calibration(board.hypotheses()),
+        retimes=metrics.retimes(evals),
         seed=campaign.seed,
         submissions=len(board.submissions()),
         evaluations=len(evals),
@@ -151,7 +153,7 @@ def render(board: Blackboard, top: int = 10, width: int | None = None) -> str:
         f"evaluator utilisation {st.utilisation:.0%}, rate limit used {st.rate_used:.0%} "
         "(against the limits in force at each moment)",
         *_phase_line(st.evaluation_phases),
-        *filter(None, [metrics.retime_text(board.evaluations())]),
+        *filter(None, [metrics.retime_text(st.retimes)]),
         metrics.calibration_text(st.predictions),
         f"seed kernel {_fmt(st.seed_score_us)}, PyTorch reference {_fmt(st.reference_score_us)} "
         f"(geometric mean over the ranked shapes, {label})",
