@@ -157,8 +157,9 @@ def evaluation_text(kernel_id: int, report: EvalReport) -> str:
     "measured on ...")."""
     score = report.passed_score()
     if score is not None:
-        runs = f"; geometric mean of {len(report.runs_us)} timings: " + ", ".join(f"{r:.1f}" for r in report.runs_us)
-        return f"kernel {kernel_id}: {score:.1f} us ({report.provenance.label()}{runs if report.runs_us else ''})"
+        runs = ", ".join(f"{r:.1f}" for r in report.runs_us)
+        runs = f"; geometric mean of {len(report.runs_us)} timings: {runs}" if runs else ""
+        return f"kernel {kernel_id}: {score:.1f} us ({report.provenance.label()}{runs})"
     if report.passed():  # correct, but the backend could not time it (it says why)
         return f"kernel {kernel_id} passed, untimed: {report.reason}"
     return f"kernel {kernel_id} {report.outcome}: {report.reason}"
