@@ -124,10 +124,12 @@ def _stamped(module, stamps):
         stamps.append(("signature", clock()))
         launches, result = plans[key][:2]
         stamps.append(("lookup", clock()))
-        for n, (runner, template, slots) in enumerate(launches):
+        for n, (runner, template, slots, *addresses) in enumerate(launches):
             args = list(template)
             for position, index in slots:
                 args[position] = data[index]
+            for position, index in addresses[0] if addresses else ():  # a C launch's tensors, as addresses
+                args[position] = data[index].data_ptr()
             stamps.append((f"args {n}", clock()))
             runner(*args)
             stamps.append((f"launch {n}", clock()))

@@ -37,6 +37,10 @@ REJECTED = {
     "threads_streams": "import threading\nthreading.Thread(target=print).start()\n",
     "threads_streams-cuda": "import torch\ns = torch.cuda.Stream()\n",
     "pointer_cache": "cache = {}\ndef custom_kernel(d):\n    return cache.setdefault(d[0].data_ptr(), 0)\n",
+    "pointer_cache-name": "def custom_kernel(d):\n    key = d[0].data_ptr()\n    return key\n",
+    "pointer_cache-key": "cache = {}\ndef custom_kernel(d):\n    cache[d[0].data_ptr()] = d[4]\n",
+    "pointer_cache-sum": "args = [0]\ndef custom_kernel(d):\n    args[0] = d[0].data_ptr() + 0\n",
+    "pointer_cache-storage": "args = [0]\ndef custom_kernel(d):\n    args[0] = d[0].untyped_storage().data_ptr()\n",
     "pointer_cache-id": "cache = {}\ndef custom_kernel(d):\n    return cache.get(id(d[0]))\n",
     "dynamic_code": "exec('import os')\n",
     "dynamic_code-getattr": "import os\nname = 'envi' + 'ron'\ngetattr(os, name)\n",
@@ -65,6 +69,12 @@ def test_ordinary_code_is_not_mistaken_for_an_attack():
         "    return triton.cdiv(8, 4)\n"
         "@triton.jit\ndef k(x):\n    y = tl.dot(x, x)\n"
     )
+    assert static_findings(source) == []
+
+
+def test_an_address_written_into_an_argument_list_is_let_through():
+    # the launch replay's form: a compiled launcher takes an integer address without a driver call
+    source = "def replay(launch, template, data):\n    args = template.copy()\n    args[3] = data[0].data_ptr()\n    launch(*args)\n"
     assert static_findings(source) == []
 
 

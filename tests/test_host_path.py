@@ -289,7 +289,8 @@ def test_replayed_launches_call_the_c_function_with_the_scratch_and_stream_fixed
         # grid, stream 1234, function, no cooperative grid or PDL, the scratch, no profile scratch,
         # the packed metadata, no launch metadata or hooks, then the inputs and the constexprs
         assert call[:14] == ("c", 8, 1, 1, 1234, "fn", False, False, given[0], None, ("packed",), None, None, None)
-        assert call[14] is data[0] and call[15] is data[1] and call[16] is data[2] and call[17:] == (8, 4)
+        # the inputs as their addresses, read on this call
+        assert call[14:17] == (data[0].data_ptr(), data[1].data_ptr(), data[2].data_ptr()) and call[17:] == (8, 4)
     # another current stream than the recorded one: the plan is dropped, every call runs as written
     current[0] = 99
     before = len(ns["BODY_RUNS"])
@@ -297,6 +298,25 @@ def test_replayed_launches_call_the_c_function_with_the_scratch_and_stream_fixed
     fn(_inputs())
     assert len(ns["BODY_RUNS"]) == before + 2
     assert kernel.calls[-1][:5] == ("run", 8, 1, 1, 99)
+
+
+def test_a_fixed_buffer_goes_to_the_c_function_as_its_address_and_the_plan_keeps_it(monkeypatch):
+    ns, helpers = _replay_namespace(monkeypatch)
+    _with_allocator(ns, fresh=False)
+    ns["triton"].runtime.driver.active.get_current_stream = lambda device: 1234
+    ns["KERNEL"] = kernel = _Kernel36()
+    ns["BUF"] = buffer = torch.randn(8)  # a buffer the submission keeps between calls
+    fn = _compile(ns, helpers, _BODY.format(extra="", b_arg="BUF"))
+    calls = [_inputs() for _ in range(5)]
+    for data in calls:
+        assert fn(data) is data[2]
+    c_calls = [c for c in kernel.calls if c[0] == "c"]
+    assert len(c_calls) == 2
+    for data, call in zip(calls[3:], c_calls):
+        assert call[14:17] == (data[0].data_ptr(), buffer.data_ptr(), data[2].data_ptr())
+    del ns["BUF"]  # the submission lets go of it: the plan still holds it, so its address stays its own
+    (plan,) = ns["_KS_PLANS"].values()
+    assert any(kept is buffer for kept in plan[3])
 
 
 def test_an_allocator_that_hands_out_new_memory_keeps_the_launchers_own_path(monkeypatch):

@@ -22,7 +22,16 @@ plan was made (a call on another stream drops the plan): the launcher object's P
 scratch and reads the stream on every launch. On an H200 inside the harness's protocol an empty
 kernel cost 16.4-17.5 us that way against 18.5-20.2 us through the launcher object, and the old
 signature (device objects, an alignment sum per tensor) 8-15 us per call (docs/h200.md, eighth
-session).
+session). That C function takes each tensor argument as its address: given a tensor it calls its
+``data_ptr()`` and asks the driver whether the address is device memory, per tensor and launch
+(triton's driver.c, ``getPointer``); given an integer it takes it as it is. So the replay passes
+integers: the buffers the plan keeps, read once when it is made (the plan holds them, so their
+memory cannot go to anyone else), the inputs read on each call, written straight into the
+argument list (the one form of ``data_ptr()`` the evaluator's ``pointer_cache`` rule lets
+through). On the H200 that took 5.4 us off campaign O's kernel per call and 2.7 us off its
+do_bench geomean, where two launches of a small shape are host-bound (docs/h200.md, sixteenth
+session). A buffer the submission resized in place under a plan would be replayed at its old
+address; the re-check of every timed call would catch that as a wrong result.
 """
 
 from __future__ import annotations
@@ -35,7 +44,7 @@ from .tuning import LeanHost
 
 REPLAY = '''
 # region: launch_replay
-_KS_PLANS = {}  # input signature -> (launches, result index); launchers and buffers, never a result
+_KS_PLANS = {}  # input signature -> (launches, result index, stream check, buffers kept); launchers and buffers, never a result
 _KS_RECORDING = []  # while a call is recorded, one list: its launches, (launcher, arguments) or None for a JIT launch
 
 
@@ -79,20 +88,31 @@ def _ks_c_launch(runner):
     return launch, head, (stream_of, device, stream)
 
 
-def _ks_plan(roles):
+def _ks_plan(roles, data):
     """The replayable launches of two agreeing recordings: (launcher, argument list with the
-    inputs' places empty, (place, input index) pairs), and the stream check of the C launches."""
-    launches, check = [], None
+    inputs' places empty, (place, input index) pairs to fill with the input, and pairs to fill
+    with its address), the buffers the plan keeps alive, and the stream check of the C launches.
+    A C launch takes each tensor as its address, the fixed ones read once here: the C function
+    then skips, per tensor and launch, its data_ptr() call and the driver call that checks the
+    address (the plan keeps the buffers, so their memory stays theirs)."""
+    launches, check, keep = [], None, []
     for runner, arg_roles in roles:
         template = [None if kind == "input" else value for kind, value in arg_roles]
         slots = tuple((p, value) for p, (kind, value) in enumerate(arg_roles) if kind == "input")
+        addresses = ()
         direct = _ks_c_launch(runner)
         if direct is not None and (check is None or direct[2] == check):
             runner, head, check = direct
             template = head + template
             slots = tuple((p + len(head), index) for p, index in slots)
-        launches.append((runner, template, slots))
-    return launches, check
+            addresses = tuple(slot for slot in slots if isinstance(data[slot[1]], torch.Tensor))
+            slots = tuple(slot for slot in slots if slot not in addresses)
+            for p, value in enumerate(template):
+                if isinstance(value, torch.Tensor):
+                    keep.append(value)
+                    template[p] = value.data_ptr()
+        launches.append((runner, template, slots, addresses))
+    return launches, check, tuple(keep)
 
 
 def _ks_roles(launches, data):
@@ -139,12 +159,14 @@ def _ks_replayed(fn):
         key = _ks_signature(data)
         plan = _KS_PLANS.get(key)
         if plan is not None:
-            launches, result, check = plan
+            launches, result, check = plan[:3]
             if check is None or check[0](check[1]) == check[2]:
-                for launch, template, slots in launches:
+                for launch, template, slots, addresses in launches:
                     args = template.copy()
                     for position, index in slots:
                         args[position] = data[index]
+                    for position, index in addresses:
+                        args[position] = data[index].data_ptr()
                     launch(*args)
                 return data[result]
             del _KS_PLANS[key]  # another stream than the recorded one: run as written from now on
@@ -167,8 +189,8 @@ def _ks_replayed(fn):
         elif not seen:
             seen.append((roles, result))
         elif _ks_same(seen[0][0], roles) and seen[0][1] == result:
-            launches, check = _ks_plan(roles)
-            _KS_PLANS[key] = (launches, result, check)
+            launches, check, keep = _ks_plan(roles, data)
+            _KS_PLANS[key] = (launches, result, check, keep)
         else:
             recordings[key] = "no"
         return out
