@@ -57,6 +57,13 @@ class Backend(Protocol):
         local one does); others ignore it."""
         ...
 
+    def compiled_ahead(self, source: str) -> bool:
+        """Whether ``source`` could start now without compiling first: its dry pass has ended
+        (the local backend), or this backend compiles nothing ahead, so no candidate waits less
+        than another. The evaluator prefers such a candidate, so the GPU does not wait on a
+        compile while a ready one is queued."""
+        ...
+
 
 class BackendUnavailable(Exception):
     """The chosen backend cannot run on this machine; the message says which setting and why."""

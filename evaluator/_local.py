@@ -37,7 +37,7 @@ from kernel_scientist.evaluator._devices import DeviceSpec, l2_flush_bytes, spec
 from kernel_scientist.evaluator._rules import rule_verdict
 from kernel_scientist.evaluator._sandbox import last_output, scrubbed_env
 from kernel_scientist.evaluator._task import Task, mix_seed
-from kernel_scientist.evaluator._wire import OUTCOME_OF, PREPARE, GpuRequest, GpuResult
+from kernel_scientist.evaluator._wire import OUTCOME_OF, PREPARE, PREPARED, GpuRequest, GpuResult
 
 _HOST_SLACK = 1.5  # host time beyond 1.5x the events (+ launch slack) means work the events missed
 _HOST_SLACK_US = 300.0
@@ -130,6 +130,7 @@ class LocalBackend:
         self._free = list(self.gpus)
         self._slots = anyio.Semaphore(len(self.gpus))
         self._spares = _Spares(device) if spare else None
+        self._caches = _KeptCaches()
         self.prepare_ahead = prepare_ahead if spare else 0
         if compile_workers is None:
             compile_workers = 1 if cpu else compile_threads(self.prepare_ahead + 1)
@@ -141,6 +142,7 @@ class LocalBackend:
     def __exit__(self, *exc: object) -> None:
         if self._spares is not None:
             self._spares.close()
+        self._caches.close()
 
     async def prescreen(self, source: str) -> EvalReport:
         """Static rules and a syntax check only. The CPU interpreter is not a faithful stand-in for
@@ -173,6 +175,13 @@ class LocalBackend:
         ahead = [(s, self.request(s, 0)) for s in wanted[: self.prepare_ahead]]
         self._spares.prepare(self.gpus[0], ahead, self.prepare_ahead, keep_also=current)
 
+    def compiled_ahead(self, source: str) -> bool:
+        """Whether ``source``'s process on the first GPU has ended its dry pass (the Backend
+        protocol's question); True where nothing is compiled ahead."""
+        if self._spares is None or not self.prepare_ahead:
+            return True
+        return self._spares.compiled(self.gpus[0], source)
+
     def reference_report(self) -> EvalReport:
         """Time the task's own PyTorch reference on the first GPU (the leaderboard's anchor)."""
         return self._evaluate_on(self.gpus[0], "", 0, 0, reference=True)
@@ -194,7 +203,10 @@ class LocalBackend:
     ) -> EvalReport:
         req = self.request(source, secret_seed, reference=reference)
         process = self._spares.take(gpu, source) if self._spares is not None else None
-        run = run_harness(req, gpu, self.timeout_s, self.output_limit, process)
+        cache = None if reference else self._caches.slot(source)
+        run = run_harness(req, gpu, self.timeout_s, self.output_limit, process, cache)
+        if cache is not None:
+            self._caches.keep(source, cache)
         return self.judge(run, submission_id, secret_seed, self._here())
 
     def request(
@@ -448,6 +460,11 @@ class HarnessProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def compiled(self) -> bool:
+        """Its dry pass has ended (the harness leaves ``PREPARED`` in its directory). Written where
+        the candidate could write too: a forged one only moves that candidate up the queue."""
+        return os.path.exists(os.path.join(self.workdir, PREPARED))
+
     def prepare(self, req: GpuRequest) -> None:
         """Send ``req`` for a dry pass (evaluator/_prepare.py): the process compiles the candidate
         ahead, then waits for its real request, which ``serve`` must send for the same source."""
@@ -456,14 +473,22 @@ class HarnessProcess:
         self.proc.stdin.write(PREPARE + str(len(payload)).encode() + b"\n" + payload)
         self.proc.stdin.flush()
 
-    def serve(self, req: GpuRequest, timeout_s: float, output_limit: int) -> HarnessRun:
+    def serve(
+        self, req: GpuRequest, timeout_s: float, output_limit: int, cache: _CacheSlot | None = None
+    ) -> HarnessRun:
         """Send ``req`` with a fresh per-run token, wait for the process to end or overrun
         ``timeout_s`` (counted from the request), kill its whole process group, and return what
-        it left behind. Blocking; the process is used up."""
+        it left behind. Blocking; the process is used up. With ``cache``, the Triton cache of the
+        same source's last run is copied in before the request and this run's is moved out to
+        ``cache.out`` before the directory goes (_KeptCaches says why)."""
         token = secrets.token_hex(16).encode()
         began = time.perf_counter()
         assert self.proc is not None and self.proc.stdin is not None  # started, stdin=PIPE
+        triton_cache = os.path.join(self.workdir, ".triton")
         try:
+            if cache is not None and cache.seed is not None:
+                with contextlib.suppress(OSError):  # read when a kernel compiles, after the request
+                    shutil.copytree(cache.seed, triton_cache, dirs_exist_ok=True)
             try:
                 self.proc.stdin.write(token + b"\n" + msgspec.msgpack.encode(req))
                 self.proc.stdin.close()
@@ -481,6 +506,9 @@ class HarnessProcess:
                 payload = channel.read()
             self.log.seek(0)
             output = self.log.read(output_limit).decode(errors="replace")
+            if cache is not None and os.path.isdir(triton_cache):
+                with contextlib.suppress(OSError):
+                    os.replace(triton_cache, cache.out)  # same file system: a rename
         finally:
             self.discard()
         head, _, body = payload.partition(b"\n")
@@ -537,6 +565,17 @@ class _Spares:
             return ready.result() if ready is not None else None
         except OSError:  # it could not start (no memory, say): the evaluation starts its own
             return None
+
+    def compiled(self, gpu: str, source: str) -> bool:
+        """A process prepared for ``source`` on ``gpu`` has started and ended its dry pass."""
+        with self._lock:
+            future = self._ahead.get((gpu, source))
+        if future is None or not future.done():
+            return False
+        try:
+            return future.result().compiled()
+        except OSError:
+            return False
 
     def prepare(self, gpu: str, ahead: list[tuple[str, GpuRequest]], keep: int, keep_also: list[str]) -> None:
         """Processes for the sources of ``ahead`` that have none yet, each sent its dry pass; at
@@ -595,18 +634,70 @@ def _close_spares(
 
 
 def run_harness(
-    req: GpuRequest, gpu: str, timeout_s: float, output_limit: int, process: HarnessProcess | None = None
+    req: GpuRequest,
+    gpu: str,
+    timeout_s: float,
+    output_limit: int,
+    process: HarnessProcess | None = None,
+    cache: _CacheSlot | None = None,
 ) -> HarnessRun:
     """Run ``req`` in ``process`` (one started earlier for ``gpu`` and still waiting) or else in a
     fresh ``HarnessProcess``; a process serves one request only. Blocking."""
     if process is not None and process.alive():
         try:
-            return process.serve(req, timeout_s, output_limit)
+            return process.serve(req, timeout_s, output_limit, cache)
         except BrokenPipeError:  # a spare that died before its request says nothing of the candidate
             pass
     elif process is not None:
         process.discard()
-    return HarnessProcess(gpu, req.device).serve(req, timeout_s, output_limit)
+    return HarnessProcess(gpu, req.device).serve(req, timeout_s, output_limit, cache)
+
+
+class _CacheSlot(msgspec.Struct, frozen=True):
+    seed: str | None  # the same source's kept Triton cache, copied in before the request
+    out: str  # where this run's cache is moved before its directory is removed
+
+
+class _KeptCaches:
+    """The Triton caches of the last few sources evaluated, each for the same source's next run.
+    A would-be leader is timed again at once in a fresh process (agents/evaluator_agent.py), and
+    nothing was compiled ahead for that second run: on the H200 each one spent 5-8 s compiling
+    what its first run had just compiled (docs/h200.md, sixteenth session), a tenth of a
+    campaign's GPU time. With the first run's cache the second finds its kernels compiled. Only a
+    source's own cache is ever given to it, so nothing one candidate compiled is loaded by another
+    (a candidate could write anything into its cache, but only its own code reads it)."""
+
+    KEEP = 2  # sources: a re-timing follows its first run directly
+
+    def __init__(self) -> None:
+        self.root = tempfile.mkdtemp(prefix="ks-caches-")
+        self._kept: dict[str, str] = {}  # source -> its last run's cache, oldest first
+        self._lock = threading.Lock()
+        weakref.finalize(self, shutil.rmtree, self.root, True)
+
+    def slot(self, source: str) -> _CacheSlot:
+        with self._lock:
+            return _CacheSlot(seed=self._kept.get(source), out=tempfile.mkdtemp(dir=self.root) + "/triton")
+
+    def keep(self, source: str, slot: _CacheSlot) -> None:
+        """``slot``'s run has ended: its cache (if it left one) replaces the source's older one."""
+        drop = []
+        with self._lock:
+            if os.path.isdir(slot.out):
+                old = self._kept.pop(source, None)
+                self._kept[source] = slot.out
+                drop = [old] if old else []
+                while len(self._kept) > self.KEEP:
+                    drop.append(self._kept.pop(next(iter(self._kept))))
+            else:
+                drop = [slot.out]
+        for path in drop:
+            shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+
+    def close(self) -> None:
+        with self._lock:
+            self._kept.clear()
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -288,6 +288,10 @@ class RayBackend:
     def prepare(self, sources: list[str]) -> None:
         """The cluster's workers start their own harness processes: nothing is compiled ahead."""
 
+    def compiled_ahead(self, source: str) -> bool:
+        """Nothing is compiled ahead, so every candidate is as ready as any other."""
+        return True
+
     def reference_report(self) -> EvalReport:
         """The task's PyTorch reference timed on some GPU of the cluster (the campaign's anchor),
         with the same retries as an evaluation; called before the campaign's loop starts."""

@@ -173,6 +173,10 @@ class SimulatedBackend:
     def prepare(self, sources: list[str]) -> None:
         """Nothing to compile ahead here (the Backend protocol's hint)."""
 
+    def compiled_ahead(self, source: str) -> bool:
+        """Nothing is compiled ahead, so every candidate is as ready as any other."""
+        return True
+
     def reference_report(self) -> EvalReport:
         """The task's own reference implementation, timed by the same model on the ranked shapes:
         the "speed-up over reference" anchor. Its torch work is recorded on meta tensors in this

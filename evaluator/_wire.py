@@ -103,6 +103,7 @@ ChildStatus = Literal["ok", "compile_error", "crash", "oom", "rejected"]
 # The first line of a dry pass's message on a harness process's stdin (evaluator/_prepare.py); the
 # real request that follows starts with its per-run token (hex), so the two cannot be confused.
 PREPARE = b"prepare\n"
+PREPARED = ".prepared"  # left in its directory by a harness process whose dry pass has ended
 GpuStatus = ChildStatus | Literal["wrong_output"]  # the GPU harness judges its own outputs
 
 # A child's failure status as the outcome both backends report.
