@@ -7,6 +7,10 @@ hour holds at most ``ceil(rate_per_hour)`` starts. Start times live on the black
 records one), so a resumed campaign keeps the spacing the service already saw.
 
 At the deadline it starts nothing new and lets the evaluations in flight finish.
+
+Before it takes the first candidate of a run, a leader recorded with fewer timings than
+``evaluator.retime_leaders`` asks for (a blackboard written by an earlier version, or a run with
+fewer re-timings) is timed again (``_retime_leader``; docs/evaluator.md, "Re-timing a new leader").
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 import zlib
 
 import anyio
-from kernel_scientist.blackboard import EvalReport, Submission, SubmissionState, metrics
+from kernel_scientist.blackboard import EvalReport, Evaluation, Submission, SubmissionState, metrics
 
 from ._base import SEED_PRIORITY, Agent
 
@@ -31,6 +35,7 @@ class EvaluatorAgent(Agent):
         async with anyio.create_task_group() as hints:
             if not self.ctx.backend.simulated:  # real hardware may compile what is queued meanwhile
                 hints.start_soon(self._hinter)
+            await self._retime_leader()  # before any new candidate is compared with its score
             async with anyio.create_task_group() as workers:
                 for i in range(self.ctx.scenario.evaluator.in_flight):
                     workers.start_soon(self._worker, i)
@@ -68,11 +73,7 @@ class EvaluatorAgent(Agent):
 
     async def _next(self, rank: int, owner: str) -> Submission | None:
         while True:
-            await self.act(rank)
-            wait = self._headroom()
-            if wait > 0:
-                await anyio.sleep(wait)
-                continue
+            await self._await_headroom(rank)
             sub = self.board.lease_submission(owner, self.now(), self.ctx.scenario.evaluator.lease_s)
             if sub is not None:
                 return sub
@@ -143,13 +144,95 @@ class EvaluatorAgent(Agent):
                 + (f" (best so far {best:.1f} us)" if best is not None else "")
                 + f"; timing it again with new inputs ({run + 1} of {self.ctx.scenario.evaluator.retime_leaders + 1})",
             )
-            seed = zlib.crc32(f"retime:{run}:{self.secret_seed}".encode())
-            again = await self.ctx.backend.evaluate(source, submission_id=submission_id, secret_seed=seed)
+            again = await self.ctx.backend.evaluate(
+                source, submission_id=submission_id, secret_seed=self._retime_seed(run)
+            )
             await anyio.sleep(again.duration_s)  # each timing is charged to the clock as it ends
             report = report.retimed(again)
             if report.passed_score() is None:
                 break
         return report
+
+    def _retime_seed(self, run: int) -> int:
+        """The secret seed of a kernel's timing number ``run`` + 1 (0: its first, ``secret_seed``):
+        new inputs for every timing, the same ones whether it runs now or in a later resume."""
+        return zlib.crc32(f"retime:{run}:{self.secret_seed}".encode())
+
+    def _leader(self) -> Evaluation | None:
+        scored = [e for e in self.board.evaluations() if e.report.passed_score() is not None]
+        return min(scored, key=lambda e: (e.report.passed_score(), e.kernel_id), default=None)
+
+    async def _retime_leader(self) -> None:
+        """When a campaign starts or resumes with a leader timed fewer than ``retime_leaders`` + 1
+        times (a blackboard from before leaders were re-timed keeps its lucky single timing), time
+        it again before any new candidate, so that it is neither bred from nor raced against on
+        one sample. Each timing is recorded as it ends (``Blackboard.record_retiming``): a killed
+        run loses only the timing in progress, and a resume counts on from the blackboard. A
+        kernel that loses the lead meanwhile hands it on to the next, which is checked the same way."""
+        wanted = self.ctx.scenario.evaluator.retime_leaders + 1
+        tried: set[int] = set()  # a re-timing that added nothing (passed untimed) is not repeated
+        while (ev := self._leader()) is not None and ev.report.timings() < wanted and ev.kernel_id not in tried:
+            tried.add(ev.kernel_id)
+            if not await self._retime_recorded(ev, wanted):
+                return  # the deadline came first
+
+    async def _retime_recorded(self, ev: Evaluation, wanted: int) -> bool:
+        """Time a recorded evaluation's kernel until it has ``wanted`` timings or fails; False when
+        the deadline stopped it. Each run waits for the rate limit and is recorded as a start."""
+        board, rank = self.board, self.rank
+        source = board.kernel(ev.kernel_id).source
+        recorded = False
+        while (score := ev.report.passed_score()) is not None and (done := ev.report.timings()) < wanted:
+            with anyio.move_on_at(self.ctx.clock.to_loop(self.ctx.clock.deadline)):
+                await self._await_headroom(rank)
+            if self.ctx.clock.over():
+                return False
+            board.say(
+                agent=self.name,
+                kind="queue",
+                at=self.now(),
+                kernel_id=ev.kernel_id,
+                text=f"kernel {ev.kernel_id} leads ({score:.1f} us) with "
+                + ("one timing" if done == 1 else f"{done} timings")
+                + ("" if recorded else " (recorded by an earlier run or version)")
+                + f"; timing it again with new inputs ({done + 1} of {wanted})",
+            )
+            board.record_start(ev.submission_id, self.now())
+            if not self.ctx.backend.simulated:
+                self._hint([source])
+            self._current.append(source)
+            try:
+                again = await self.ctx.backend.evaluate(
+                    source, submission_id=ev.submission_id, secret_seed=self._retime_seed(done)
+                )
+                await anyio.sleep(again.duration_s)  # charged to the clock as it ends
+            finally:
+                self._current.remove(source)
+            await self.act(rank)
+            report = ev.report.retimed(again)
+            if report == ev.report:  # passed untimed: nothing to fold in
+                break
+            ev, recorded = board.record_retiming(ev, report), True
+        if recorded:
+            kernel = board.kernel(ev.kernel_id)
+            board.say(
+                agent=self.name,
+                kind="evaluation",
+                at=self.now(),
+                text=evaluation_text(kernel.id, ev.report),
+                kernel_id=kernel.id,
+                hypothesis_id=kernel.hypothesis_id,
+            )
+        return True
+
+    async def _await_headroom(self, rank: int) -> None:
+        """Wait for this agent's slot at a moment the rate limit allows a start."""
+        while True:
+            await self.act(rank)
+            wait = self._headroom()
+            if wait <= 0:
+                return
+            await anyio.sleep(wait)
 
 
 def evaluation_text(kernel_id: int, report: EvalReport) -> str:

@@ -104,7 +104,8 @@ class Blackboard:
             self._conn, self._snapshot = _db.connect(self.path), False
         self._stat = self._file_stat()
         self._waiters: dict[str, list[anyio.Event]] = {}
-        self._evaluations: dict[int, Evaluation] = {}  # immutable once written: decode once
+        # Decoded once per version of a row's body: only a leader's re-timing rewrites one.
+        self._evaluations: dict[int, tuple[bytes, Evaluation]] = {}
         self._listeners: list[Any] = []
 
     def _file_stat(self) -> tuple[int, int]:
@@ -439,13 +440,40 @@ class Blackboard:
         self._notify("evaluation", "submission", "kernel")
         return ev
 
+    def record_retiming(self, evaluation: Evaluation, report: EvalReport) -> Evaluation:
+        """Replace a recorded evaluation's report with ``report``: the same kernel timed once more
+        (``EvalReport.retimed``), as a leader recorded with fewer timings than the campaign asks
+        for is when a campaign starts or resumes. ``evaluation`` is the record as the caller read
+        it; one that has changed since is refused, so no timing is ever folded in twice. A report
+        that no longer passes fails the kernel. Durable, like ``record_evaluation``."""
+        with _db.write(self._conn, durable=True):
+            current = self._decoded_evaluations("SELECT id, body FROM evaluation WHERE id = ?", (evaluation.id,))
+            if current != [evaluation]:
+                raise TransitionError(f"evaluation {evaluation.id} has changed since it was read")
+            ev = self._update_tx(evaluation, report=report)
+            if not report.passed():
+                self._set_kernel_state_tx(ev.kernel_id, (KernelState.EVALUATED,), KernelState.FAILED)
+        self._notify("evaluation", "kernel")
+        return ev
+
+    def record_start(self, submission_id: int, at: float) -> Submission:
+        """Add a start at ``at`` to a finished submission whose kernel is timed again (a leader's
+        re-timing on resume): the service sees that run too, so the rate limiter must count it."""
+        with _db.write(self._conn):
+            sub = self._one(Submission, submission_id)
+            if sub.state != SubmissionState.DONE:
+                raise TransitionError(f"submission {submission_id} is {sub.state}, expected done")
+            sub = self._update_tx(sub, starts=[*sub.starts, at])
+        self._notify("submission")
+        return sub
+
     def _decoded_evaluations(self, sql: str, args: tuple[int, ...] = ()) -> list[Evaluation]:
         out = []
         for id, body in self._conn.execute(sql, args):
-            ev = self._evaluations.get(id)
-            if ev is None:
-                ev = self._evaluations[id] = msgspec.json.decode(body, type=Evaluation)
-            out.append(ev)
+            cached = self._evaluations.get(id)
+            if cached is None or cached[0] != body:
+                cached = self._evaluations[id] = (body, msgspec.json.decode(body, type=Evaluation))
+            out.append(cached[1])
         return out
 
     def evaluations(self) -> list[Evaluation]:

@@ -143,6 +143,7 @@ class EvaluatorConfig(_Strict, frozen=True):
     # A candidate whose first score would lead the campaign (the seed's included) is timed this
     # many more times, with new inputs, before it is recorded: its score is then the geometric mean
     # (one timing's luck would otherwise crown it; docs/evaluator.md, "Re-timing a new leader").
+    # A run that starts with a leader recorded on fewer timings (an older blackboard) times it first.
     retime_leaders: Annotated[int, msgspec.Meta(ge=0, le=4)] = 1
     # local and ray backends: between min_calls and max_calls timed calls per ranked shape, fewer
     # than max_calls once the standard error of the device times is under rel_stderr of their mean

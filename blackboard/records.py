@@ -249,6 +249,10 @@ class EvalReport(msgspec.Struct, frozen=True):
         kernel with a score": rankings, uplifts and plots all ask this."""
         return self.score_us if self.passed() else None
 
+    def timings(self) -> int:
+        """How many timings the score is the geometric mean of: 1 for a report never re-timed."""
+        return len(self.runs_us) or 1
+
     def retimed(self, again: EvalReport) -> EvalReport:
         """This report with ``again`` (the same kernel evaluated once more, with new inputs)
         folded in. A kernel that fails its second run fails: its report is that run's, saying it

@@ -291,3 +291,29 @@ def test_a_retimed_report_is_the_geometric_mean_and_a_failed_second_run_fails_it
     assert failed.reason == "passed its first run (200.0 us), then on re-timing with new inputs: shape 2 differs"
     untimed = EvalReport(Outcome.PASSED, "could not time", PROV)
     assert first.retimed(untimed) == first and wrong.retimed(first) == wrong
+
+
+def test_a_leaders_retiming_rewrites_its_evaluation_once_and_followers_see_it(board_path):
+    board = Blackboard(board_path)
+    kernel = _evaluated_kernel(board, Outcome.PASSED, "leader")
+    ev = board.evaluation_for(kernel.id)
+    follower = Blackboard(board_path, readonly=True)  # another process's view (watch, logs --follow)
+    assert follower.evaluations() == [ev]
+    sub = board.record_start(ev.submission_id, at=20)
+    assert sub.starts == [2, 20] and board.evaluation_starts() == [2, 20]  # the rate limiter counts it
+    twice = ev.report.retimed(_report(score=12.1))
+    again = board.record_retiming(ev, twice)
+    assert again.id == ev.id and again.report.runs_us == [10.0, 12.1]
+    assert board.evaluation_for(kernel.id) == again and board.kernel(kernel.id).state == KernelState.EVALUATED
+    follower.data_version()
+    assert follower.evaluations() == [again]  # not the decoded body it had cached
+    # The record as read before the first re-timing is stale: the same timing is never folded in twice.
+    with pytest.raises(TransitionError, match="has changed"):
+        board.record_retiming(ev, twice)
+    failed = board.record_retiming(again, again.report.retimed(_report(Outcome.WRONG_OUTPUT, None)))
+    assert failed.report.passed_score() is None and board.kernel(kernel.id).state == KernelState.FAILED
+    _queued_kernel(board, source="next")
+    leased = board.lease_submission("ev", now=30, lease_s=10)
+    with pytest.raises(TransitionError, match="expected done"):  # only a finished submission is timed again
+        board.record_start(leased.id, at=31)
+    follower.close()
