@@ -74,7 +74,8 @@ class EvaluatorAgent(Agent):
     async def _next(self, rank: int, owner: str) -> Submission | None:
         while True:
             await self._await_headroom(rank)
-            sub = self.board.lease_submission(owner, self.now(), self.ctx.scenario.evaluator.lease_s)
+            ready = None if self.ctx.backend.simulated else self._compiled_ahead
+            sub = self.board.lease_submission(owner, self.now(), self.ctx.scenario.evaluator.lease_s, ready)
             if sub is not None:
                 return sub
             await self.board.wait_change("submission")
@@ -224,6 +225,13 @@ class EvaluatorAgent(Agent):
                 hypothesis_id=kernel.hypothesis_id,
             )
         return True
+
+    def _compiled_ahead(self, sub: Submission) -> bool:
+        """On real hardware the queue's head is often a candidate queued a moment ago, still
+        compiling ahead, while compiled ones wait behind it: on the H200 the GPU then sat idle for
+        that compile (docs/h200.md, sixteenth session). So the evaluator takes the compiled one of
+        highest expected value first; the head follows once its compile has ended."""
+        return self.ctx.backend.compiled_ahead(self.board.kernel(sub.kernel_id).source)
 
     async def _await_headroom(self, rank: int) -> None:
         """Wait for this agent's slot at a moment the rate limit allows a start."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -376,19 +376,24 @@ class Blackboard:
             Submission, f"SELECT body FROM submission WHERE state IN ({marks}) ORDER BY expected_value DESC, id", states
         )
 
-    def lease_submission(self, owner: str, now: float, lease_s: float) -> Submission | None:
-        """Claim the queued submission of highest expected value and mark its kernel evaluating."""
+    def lease_submission(
+        self, owner: str, now: float, lease_s: float, ready: Callable[[Submission], bool] | None = None
+    ) -> Submission | None:
+        """Claim the queued submission of highest expected value and mark its kernel evaluating.
+        With ``ready``, the one of highest expected value among those it accepts (the evaluator's:
+        compiled ahead, so the GPU does not wait on a compile), else the first as before."""
         with _db.write(self._conn):
             queued = self.submissions(SubmissionState.QUEUED)
             if not queued:
                 return None
+            first = next((q for q in queued if ready(q)), queued[0]) if ready is not None else queued[0]
             sub = self._update_tx(
-                queued[0],
+                first,
                 state=SubmissionState.LEASED,
                 lease_owner=owner,
                 lease_until=now + lease_s,
-                attempts=queued[0].attempts + 1,
-                starts=[*queued[0].starts, now],
+                attempts=first.attempts + 1,
+                starts=[*first.starts, now],
             )
             self._set_kernel_state_tx(sub.kernel_id, (KernelState.QUEUED,), KernelState.EVALUATING)
         self._notify("submission", "kernel")

@@ -47,6 +47,19 @@ def _evaluated_kernel(board, outcome, source):
     return kernel
 
 
+def test_a_lease_takes_the_ready_one_of_highest_expected_value_else_the_head(board_path):
+    board = Blackboard(board_path)
+    low, high, mid = (_queued_kernel(board, source=s, ev=ev) for s, ev in (("low", 0.1), ("high", 0.9), ("mid", 0.5)))
+    sources = {k.id: k.source for k in (low, high, mid)}
+    ready = {"low", "mid"}  # the head ("high") is still compiling
+    sub = board.lease_submission("ev", now=1, lease_s=10, ready=lambda q: sources[q.kernel_id] in ready)
+    assert sub.kernel_id == mid.id and board.kernel(mid.id).state == KernelState.EVALUATING
+    sub = board.lease_submission("ev", now=2, lease_s=10, ready=lambda q: False)  # none ready: the head
+    assert sub.kernel_id == high.id
+    assert board.lease_submission("ev", now=3, lease_s=10).kernel_id == low.id
+    board.close()
+
+
 def test_schema_version_and_wal(board_path):
     Blackboard(board_path).close()
     conn = sqlite3.connect(board_path)

@@ -335,19 +335,29 @@ def test_the_compile_threads_share_the_hosts_cores_but_one():
     assert compile_threads(3, cpus=2) == 1 and compile_threads(0, cpus=1) == 1
 
 
-def test_a_campaign_on_the_local_backend_evaluates_candidates_compiled_ahead(tmp_path):
+def test_a_campaign_on_the_local_backend_evaluates_candidates_compiled_ahead(tmp_path, monkeypatch):
     """The whole path: the evaluator agent's hints (at each start and whenever the queue changes),
-    the backend's prepared processes, and their notes in the blackboard."""
+    the backend's prepared processes, its answer to which queued ones are compiled (asked at each
+    lease), and their notes in the blackboard."""
     from kernel_scientist.blackboard import load_scenario, open_existing
 
     from kernel_scientist import campaign
 
+    asked = []
+    compiled_ahead = LocalBackend.compiled_ahead
+
+    def spy(self, source):
+        asked.append(compiled_ahead(self, source))
+        return asked[-1]
+
+    monkeypatch.setattr(LocalBackend, "compiled_ahead", spy)
     small_task_folder(tmp_path)
     (tmp_path / "local.toml").write_text(small_campaign("prepare-small", "local", 0.008, prepare_ahead=2))
     others = _harness_children()
     campaign.start(load_scenario(tmp_path / "local.toml"), tmp_path / "run.sqlite")
     with open_existing(tmp_path / "run.sqlite") as board:
         reports = [e.report for e in board.evaluations()]
+    assert True in asked  # some lease found a queued candidate compiled
     assert len(reports) >= 3 and reports[0].outcome is Outcome.PASSED  # the seed
     ahead = [r for r in reports if "compiled ahead" in r.provenance.notes]
     assert ahead and all(r.phases["prepare_calls"] == 3 for r in ahead)  # 2 tests + 2 ranked, one shared
