@@ -130,7 +130,6 @@ class LocalBackend:
         self._free = list(self.gpus)
         self._slots = anyio.Semaphore(len(self.gpus))
         self._spares = _Spares(device) if spare else None
-        self._caches = _KeptCaches()
         self.prepare_ahead = prepare_ahead if spare else 0
         if compile_workers is None:
             compile_workers = 1 if cpu else compile_threads(self.prepare_ahead + 1)
@@ -142,7 +141,6 @@ class LocalBackend:
     def __exit__(self, *exc: object) -> None:
         if self._spares is not None:
             self._spares.close()
-        self._caches.close()
 
     async def prescreen(self, source: str) -> EvalReport:
         """Static rules and a syntax check only. The CPU interpreter is not a faithful stand-in for
@@ -203,10 +201,7 @@ class LocalBackend:
     ) -> EvalReport:
         req = self.request(source, secret_seed, reference=reference)
         process = self._spares.take(gpu, source) if self._spares is not None else None
-        cache = None if reference else self._caches.slot(source)
-        run = run_harness(req, gpu, self.timeout_s, self.output_limit, process, cache)
-        if cache is not None:
-            self._caches.keep(source, cache)
+        run = run_harness(req, gpu, self.timeout_s, self.output_limit, process)
         return self.judge(run, submission_id, secret_seed, self._here())
 
     def request(
@@ -473,22 +468,14 @@ class HarnessProcess:
         self.proc.stdin.write(PREPARE + str(len(payload)).encode() + b"\n" + payload)
         self.proc.stdin.flush()
 
-    def serve(
-        self, req: GpuRequest, timeout_s: float, output_limit: int, cache: _CacheSlot | None = None
-    ) -> HarnessRun:
+    def serve(self, req: GpuRequest, timeout_s: float, output_limit: int) -> HarnessRun:
         """Send ``req`` with a fresh per-run token, wait for the process to end or overrun
         ``timeout_s`` (counted from the request), kill its whole process group, and return what
-        it left behind. Blocking; the process is used up. With ``cache``, the Triton cache of the
-        same source's last run is copied in before the request and this run's is moved out to
-        ``cache.out`` before the directory goes (_KeptCaches says why)."""
+        it left behind. Blocking; the process is used up."""
         token = secrets.token_hex(16).encode()
         began = time.perf_counter()
         assert self.proc is not None and self.proc.stdin is not None  # started, stdin=PIPE
-        triton_cache = os.path.join(self.workdir, ".triton")
         try:
-            if cache is not None and cache.seed is not None:
-                with contextlib.suppress(OSError):  # read when a kernel compiles, after the request
-                    shutil.copytree(cache.seed, triton_cache, dirs_exist_ok=True)
             try:
                 self.proc.stdin.write(token + b"\n" + msgspec.msgpack.encode(req))
                 self.proc.stdin.close()
@@ -506,9 +493,6 @@ class HarnessProcess:
                 payload = channel.read()
             self.log.seek(0)
             output = self.log.read(output_limit).decode(errors="replace")
-            if cache is not None and os.path.isdir(triton_cache):
-                with contextlib.suppress(OSError):
-                    os.replace(triton_cache, cache.out)  # same file system: a rename
         finally:
             self.discard()
         head, _, body = payload.partition(b"\n")
@@ -634,70 +618,18 @@ def _close_spares(
 
 
 def run_harness(
-    req: GpuRequest,
-    gpu: str,
-    timeout_s: float,
-    output_limit: int,
-    process: HarnessProcess | None = None,
-    cache: _CacheSlot | None = None,
+    req: GpuRequest, gpu: str, timeout_s: float, output_limit: int, process: HarnessProcess | None = None
 ) -> HarnessRun:
     """Run ``req`` in ``process`` (one started earlier for ``gpu`` and still waiting) or else in a
     fresh ``HarnessProcess``; a process serves one request only. Blocking."""
     if process is not None and process.alive():
         try:
-            return process.serve(req, timeout_s, output_limit, cache)
+            return process.serve(req, timeout_s, output_limit)
         except BrokenPipeError:  # a spare that died before its request says nothing of the candidate
             pass
     elif process is not None:
         process.discard()
-    return HarnessProcess(gpu, req.device).serve(req, timeout_s, output_limit, cache)
-
-
-class _CacheSlot(msgspec.Struct, frozen=True):
-    seed: str | None  # the same source's kept Triton cache, copied in before the request
-    out: str  # where this run's cache is moved before its directory is removed
-
-
-class _KeptCaches:
-    """The Triton caches of the last few sources evaluated, each for the same source's next run.
-    A would-be leader is timed again at once in a fresh process (agents/evaluator_agent.py), and
-    nothing was compiled ahead for that second run: on the H200 each one spent 5-8 s compiling
-    what its first run had just compiled (docs/h200.md, sixteenth session), a tenth of a
-    campaign's GPU time. With the first run's cache the second finds its kernels compiled. Only a
-    source's own cache is ever given to it, so nothing one candidate compiled is loaded by another
-    (a candidate could write anything into its cache, but only its own code reads it)."""
-
-    KEEP = 2  # sources: a re-timing follows its first run directly
-
-    def __init__(self) -> None:
-        self.root = tempfile.mkdtemp(prefix="ks-caches-")
-        self._kept: dict[str, str] = {}  # source -> its last run's cache, oldest first
-        self._lock = threading.Lock()
-        weakref.finalize(self, shutil.rmtree, self.root, True)
-
-    def slot(self, source: str) -> _CacheSlot:
-        with self._lock:
-            return _CacheSlot(seed=self._kept.get(source), out=tempfile.mkdtemp(dir=self.root) + "/triton")
-
-    def keep(self, source: str, slot: _CacheSlot) -> None:
-        """``slot``'s run has ended: its cache (if it left one) replaces the source's older one."""
-        drop = []
-        with self._lock:
-            if os.path.isdir(slot.out):
-                old = self._kept.pop(source, None)
-                self._kept[source] = slot.out
-                drop = [old] if old else []
-                while len(self._kept) > self.KEEP:
-                    drop.append(self._kept.pop(next(iter(self._kept))))
-            else:
-                drop = [slot.out]
-        for path in drop:
-            shutil.rmtree(os.path.dirname(path), ignore_errors=True)
-
-    def close(self) -> None:
-        with self._lock:
-            self._kept.clear()
-        shutil.rmtree(self.root, ignore_errors=True)
+    return HarnessProcess(gpu, req.device).serve(req, timeout_s, output_limit)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

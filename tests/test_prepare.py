@@ -118,53 +118,6 @@ async def test_a_candidate_is_compiled_ahead_once_its_dry_pass_has_ended(small_t
         assert backend.compiled_ahead(BETTER)  # compiling nothing ahead, every candidate is as ready
 
 
-_WRITES_ITS_CACHE = """
-import os
-KEPT = os.path.exists(os.path.join(".triton", "from-the-first-run"))  # the cwd is the process's directory
-os.makedirs(".triton", exist_ok=True)
-open(os.path.join(".triton", "from-the-first-run"), "w").close()
-if os.environ.get("KS_TEST_WANT_CACHE") and not KEPT:
-    raise RuntimeError("no kept cache")
-"""
-
-
-def test_a_sources_next_run_starts_with_the_triton_cache_its_last_run_left(small_task, monkeypatch):
-    """What a re-timing of a would-be leader finds: its first run's compiled kernels. The harness
-    process is driven directly (the static rules, which would refuse these file writes, run in
-    the backend before it)."""
-    from kernel_scientist.evaluator._local import _KeptCaches
-
-    backend = _backend(small_task)
-    source = _WRITES_ITS_CACHE + small_task.seed_source
-    caches = _KeptCaches()
-    first = caches.slot(source)
-    assert first.seed is None
-    run = HarnessProcess("cpu", "cpu").serve(backend.request(source, 5), timeout_s=60, output_limit=10_000)
-    assert backend.judge(run, 1, 5, backend._here()).outcome is Outcome.PASSED  # no slot: nothing kept
-    run = HarnessProcess("cpu", "cpu").serve(backend.request(source, 5), 60, 10_000, first)
-    assert backend.judge(run, 1, 5, backend._here()).outcome is Outcome.PASSED
-    caches.keep(source, first)
-    assert os.path.exists(os.path.join(first.out, "from-the-first-run"))  # moved out before its directory went
-    monkeypatch.setenv("KS_TEST_WANT_CACHE", "1")
-    monkeypatch.setattr("kernel_scientist.evaluator._local.scrubbed_env", lambda: dict(os.environ))
-    again = caches.slot(source)
-    assert again.seed == first.out and caches.slot(BETTER).seed is None  # only the same source's own
-    run = HarnessProcess("cpu", "cpu").serve(backend.request(source, 6), 60, 10_000, again)
-    assert backend.judge(run, 2, 6, backend._here()).outcome is Outcome.PASSED, run.last_output
-    cold = HarnessProcess("cpu", "cpu").serve(backend.request(source, 6), 60, 10_000)
-    report = backend.judge(cold, 3, 6, backend._here())
-    assert report.outcome is Outcome.COMPILE_ERROR and "no kept cache" in report.reason  # the check can fail
-    caches.keep(source, again)
-    assert not os.path.exists(os.path.dirname(first.out))  # the older cache of that source is gone
-    for other in ("a", "b"):  # two more sources: the oldest kept one goes
-        slot = caches.slot(other)
-        os.makedirs(slot.out)
-        caches.keep(other, slot)
-    assert caches.slot(source).seed is None and caches.slot("a").seed is not None
-    caches.close()
-    assert not os.path.exists(caches.root)
-
-
 def test_a_process_prepared_for_one_source_refuses_another(small_task):
     backend = _backend(small_task)
     process = HarnessProcess("cpu", "cpu")
