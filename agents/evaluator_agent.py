@@ -105,8 +105,7 @@ class EvaluatorAgent(Agent):
         # Real work (sandboxed CPU check, launch capture) runs inline; the hardware's time is then
         # charged to the campaign clock (each timing's as it ends, a re-timing's too).
         try:
-            report = await self.ctx.backend.evaluate(kernel.source, submission_id=sub.id, secret_seed=self.secret_seed)
-            await anyio.sleep(report.duration_s)
+            report = await self._timed(kernel.source, sub.id, self.secret_seed)
             report = await self._retime(kernel.id, kernel.source, sub.id, report)
         finally:
             self._current.remove(kernel.source)
@@ -130,9 +129,8 @@ class EvaluatorAgent(Agent):
         is what the archivist breeds from and what the campaign reports, so it must not be one
         lucky timing. Every other candidate keeps its one timing."""
         first = report.passed_score()
-        best = min(
-            (s for s in (e.report.passed_score() for e in self.board.evaluations()) if s is not None), default=None
-        )
+        leader = self._leader()
+        best = leader.report.passed_score() if leader is not None else None
         if first is None or (best is not None and first >= best):
             return report
         for run in range(1, self.ctx.scenario.evaluator.retime_leaders + 1):
@@ -145,13 +143,15 @@ class EvaluatorAgent(Agent):
                 + (f" (best so far {best:.1f} us)" if best is not None else "")
                 + f"; timing it again with new inputs ({run + 1} of {self.ctx.scenario.evaluator.retime_leaders + 1})",
             )
-            again = await self.ctx.backend.evaluate(
-                source, submission_id=submission_id, secret_seed=self._retime_seed(run)
-            )
-            await anyio.sleep(again.duration_s)  # each timing is charged to the clock as it ends
-            report = report.retimed(again)
+            report = report.retimed(await self._timed(source, submission_id, self._retime_seed(run)))
             if report.passed_score() is None:
                 break
+        return report
+
+    async def _timed(self, source: str, submission_id: int, secret_seed: int) -> EvalReport:
+        """One timing on the backend, its hardware time charged to the campaign clock as it ends."""
+        report = await self.ctx.backend.evaluate(source, submission_id=submission_id, secret_seed=secret_seed)
+        await anyio.sleep(report.duration_s)
         return report
 
     def _retime_seed(self, run: int) -> int:
@@ -160,6 +160,7 @@ class EvaluatorAgent(Agent):
         return zlib.crc32(f"retime:{run}:{self.secret_seed}".encode())
 
     def _leader(self) -> Evaluation | None:
+        """The recorded evaluation with the best passing score (a tie: the older kernel)."""
         scored = [e for e in self.board.evaluations() if e.report.passed_score() is not None]
         return min(scored, key=lambda e: (e.report.passed_score(), e.kernel_id), default=None)
 
@@ -203,10 +204,7 @@ class EvaluatorAgent(Agent):
                 self._hint([source])
             self._current.append(source)
             try:
-                again = await self.ctx.backend.evaluate(
-                    source, submission_id=ev.submission_id, secret_seed=self._retime_seed(done)
-                )
-                await anyio.sleep(again.duration_s)  # charged to the clock as it ends
+                again = await self._timed(source, ev.submission_id, self._retime_seed(done))
             finally:
                 self._current.remove(source)
             await self.act(rank)
