@@ -15,9 +15,18 @@ appears names its cause:
 - ``stamped``: the submission's replayed launches re-run with a clock read between the parts;
 - ``twice``: the submission called twice in a row, the second call's time (a warm host);
 - ``spin``: 100 us of busy Python just before the call (a host that was not waiting);
-- ``no_sync``: no synchronize before the call.
+- ``no_sync``: no synchronize before the call;
+- ``graph``: the submission's replayed launches captured once into a CUDA graph (on one input
+  set) and the graph replayed: what that mechanism's launch costs, not a correct call (its output
+  is the captured inputs').
 
-    python scripts/probe_call.py FILE.py [--task DIR] [--calls 30] [--shapes 1024x7168x256,...] [--out probe.json]
+With ``--protocol eval_py`` the pattern is GPU MODE eval.py's leaderboard loop instead (no device
+events and no L2 flush; the time is the host clock from before the call to its return), and every
+rung runs the folder's check after its call, whatever it returned, so that each rung starts from
+the same host caches as a real call does (the check between calls evicts them).
+
+    python scripts/probe_call.py FILE.py [--task DIR] [--calls 30] [--shapes 1024x7168x256,...]
+        [--protocol harness|eval_py] [--out probe.json]
     TRITON_INTERPRET=1 python scripts/probe_call.py FILE.py --device cpu --calls 3   (a dry run)
 """
 
@@ -72,12 +81,14 @@ def _raw_launch(compiled, grid):
     return lambda *args: launch(g0, g1, g2, stream_of(device), *head, *scratch, meta, None, None, None, *args)
 
 
-def _pattern(fn, data_for, ref, shape, meta, calls, flush, device, mode, stamps=None):
-    """Host microseconds from the clock read before the start event to the call's return, per call."""
+def _pattern(fn, data_for, ref, shape, meta, calls, flush, device, mode, stamps=None, protocol="harness"):
+    """Host microseconds from the clock read before the start event (eval_py: before the call) to
+    the call's return, per call."""
     import torch
     from kernel_scientist.evaluator._gpu_harness import _judge, _sync
 
-    cuda = device == "cuda"
+    cuda = device == "cuda" and protocol == "harness"
+    judged = ("submission", "twice", "spin", "no_sync")
     start = torch.cuda.Event(enable_timing=True) if cuda else None
     end = torch.cuda.Event(enable_timing=True) if cuda else None
     hosts = []
@@ -105,12 +116,14 @@ def _pattern(fn, data_for, ref, shape, meta, calls, flush, device, mode, stamps=
             end.record()
         _sync(device)
         hosts.append(((returned - t0) * 1e6, [(name, (t - t0) * 1e6) for name, t in (stamps or [])]))
-        if out is not data[-1] and mode in ("submission", "twice", "spin", "no_sync"):
+        if out is not data[-1] and mode in judged:
             raise SystemExit(f"probe_call: the submission did not return its output slot on {shape.label()}")
-        if mode in ("submission", "twice", "spin", "no_sync"):
+        if mode in judged:
             reason = _judge(out, data, pristine, shape, ref, meta)
             if reason:
                 raise SystemExit(f"probe_call: {reason}")
+        elif protocol == "eval_py":
+            _judge(out, data, pristine, shape, ref, meta)  # the same host work as a real call's check
     return hosts
 
 
@@ -138,6 +151,35 @@ def _stamped(module, stamps):
     return call
 
 
+def _graph(module, data):
+    """The submission's replayed launches for ``data`` captured into a CUDA graph; the call
+    replays it (the mechanism's cost; the output is ``data``'s, whatever the call's inputs).
+    None if the plan's launches cannot be captured."""
+    import types
+
+    import torch
+
+    launches = module._KS_PLANS[module._ks_signature(data)][0]
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            stream = torch.cuda.current_stream().cuda_stream
+            for runner, template, slots, addresses in launches:
+                args = template.copy()
+                if isinstance(runner, types.BuiltinFunctionType):
+                    args[3] = stream  # a C launch's head names its stream: the capture's here
+                for position, index in slots:
+                    args[position] = data[index]
+                for position, index in addresses:
+                    args[position] = data[index].data_ptr()
+                runner(*args)
+    except Exception as exc:  # noqa: BLE001 - the report says why
+        print(f"probe_call: no graph rung: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}", flush=True)
+        return None
+    out = data[-1]
+    return lambda d: (graph.replay(), out)[1]
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("file", type=Path, help="the submission to probe (with launch replay for the 'stamped' rung)")
@@ -145,6 +187,7 @@ def main() -> int:
     p.add_argument("--calls", type=int, default=30)
     p.add_argument("--shapes", default="1024x7168x256,1024x1536x7168,6144x4608x7168")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    p.add_argument("--protocol", choices=("harness", "eval_py"), default="harness")
     p.add_argument("--out", type=Path, default=Path("probe_call.json"))
     args = p.parse_args()
     if not args.file.is_file():
@@ -209,6 +252,10 @@ def main() -> int:
         if cuda and getattr(module, "_KS_PLANS", None):
             runs += [("stamped", _stamped(module, stamps), "stamped")]
         runs += [("twice", fn, "twice"), ("spin", fn, "spin"), ("no_sync", fn, "no_sync")]
+        if cuda and getattr(module, "_KS_PLANS", None):
+            graphed = _graph(module, data)
+            if graphed is not None:
+                runs += [("graph", graphed, "plain")]
         for name, f, mode in runs:
             hosts = _pattern(
                 f,
@@ -221,6 +268,7 @@ def main() -> int:
                 args.device,
                 mode,
                 stamps if mode == "stamped" else None,
+                args.protocol,
             )
             times = [h for h, _ in hosts]
             entry = {"median_us": round(statistics.median(times), 2), "mean_us": round(statistics.fmean(times), 2)}
@@ -252,6 +300,7 @@ def main() -> int:
                 "device": torch.cuda.get_device_name(0) if cuda else "cpu",
                 "torch": str(torch.__version__),
                 "triton": str(triton.__version__),
+                "protocol": args.protocol,
                 "rows": rows,
                 "launcher_source": launcher,
             },

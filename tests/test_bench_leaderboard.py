@@ -66,11 +66,11 @@ calls = [tuple(line.split()) for line in log.read_text().splitlines()]
 runs = [key for key, _ in itertools.groupby(calls)]  # one entry per unbroken run of calls
 order = ["a", "b", "c"]
 assert runs == [(name, str(n)) for i, n in enumerate(sizes) for name in (order if i % 2 == 0 else order[::-1])], runs
-assert len(calls) == len(sizes) * 3 * 2 * (1 + 3)  # warm-up + 3 timed calls, fresh and same inputs
+assert len(calls) == len(sizes) * 3 * 3 * (1 + 3)  # warm-up + 3 timed calls: eval.py's loop, fresh, same inputs
 assert list(rows) == ["a", "b", "c"]  # the JSON's and table's layout: by method, shapes in order
 for r in rows.values():
     assert [x["shape"] for x in r] == [s.label() for s in task.benchmarks]
-    assert all(x["passed"] and x["calls"] == 3 and "same_inputs_us" in x for x in r)
+    assert all(x["passed"] and x["calls"] == 3 == x["eval_py_calls"] and "same_inputs_us" in x for x in r)
 """
 
 
@@ -87,4 +87,54 @@ def test_methods_are_timed_shape_by_shape_in_alternating_order(tmp_path):
     done = subprocess.run(
         [sys.executable, "-c", _ORDER_CHECK, str(ROOT), str(tmp_path)], capture_output=True, text=True, timeout=600
     )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+_EVAL_PY_LOOP = r"""
+import sys
+from pathlib import Path
+root = Path(sys.argv[1])
+import msgspec
+from kernel_scientist.blackboard.records import Shape
+from kernel_scientist.evaluator import load_task
+from kernel_scientist.evaluator.harness import GpuRequest, import_reference, time_shape_eval_py
+
+task = load_task(root / "tests" / "problems" / "vecadd")
+ref = import_reference(task.modules)
+shape = Shape(args=(("size", 300),), seed=5)
+calls = []
+
+def right(data):
+    calls.append(1)
+    a, b = data
+    return (a.float() + b.float()).to(a.dtype)
+
+def wrong_from_third(data):  # right on the warm-up and the first two timed calls
+    calls.append(1)
+    a, b = data
+    return (a.float() + b.float() + (len(calls) > 3)).to(a.dtype)
+
+def req(**kw):
+    return GpuRequest(source="", modules=task.modules, tests=[], benchmarks=[shape], device="cpu", meta=task.meta, **kw)
+
+times, failure = time_shape_eval_py(right, ref, shape, req(max_calls=50, rel_stderr=1.0))
+assert failure is None and len(times) == 3 and len(calls) == 4, (failure, times)  # warm-up + the fewest calls
+assert all(t > 0 for t in times)
+calls.clear()
+times, failure = time_shape_eval_py(right, ref, shape, req(max_calls=7, rel_stderr=0.0))
+assert failure is None and len(times) == 7  # no stop rule met: every call
+calls.clear()
+times, failure = time_shape_eval_py(wrong_from_third, ref, shape, req(max_calls=6, rel_stderr=0.0))
+assert len(times) == 6, times  # timing goes on after a failure
+assert failure.startswith("wrong output on") and "during timing (call 3)" in failure, failure
+"""
+
+
+def test_eval_py_loop_times_every_call_and_names_the_first_failure():
+    """The benchmark's headline loop (GPU MODE eval.py's leaderboard mode) on the CPU: the fewest
+    calls when the stop rule is met at once, every call when it never is, and a wrong output on a
+    later call named with its call number while the timing goes on."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", _EVAL_PY_LOOP, str(ROOT)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
