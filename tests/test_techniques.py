@@ -137,6 +137,44 @@ def test_the_hopper_pipeline_runs_in_the_interpreter(tmp_path):
     _checks(plain, tmp_path, "hopper_plain", shapes=SHAPES[:1])
 
 
+def test_the_prepass_reads_fnuz_itself_so_a_call_makes_no_torch_op(tmp_path):
+    """The seed's fp8_flavour makes a view and a scale op per call on e4m3fnuz inputs (the public
+    generator's), which cost a launch and stop launch replay (it replays only calls made of
+    launches). With the fp16 pre-pass the conversion reads the bytes as e4m3fn and halves them
+    itself: after the first call of a shape, a call is launches only, and still exact."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.names = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    nvidia = {t.name: t for t in knowledge.catalogue("nvidia")}
+    seed_module = load_submission(SEED, tmp_path, "flavour_seed")
+    source = nvidia["fp16_prepass"].apply(SEED, {"operands": "fp16"})
+    assert "a_scale * 0.25" not in source and "a_scale * 0.25" in SEED
+    module = load_submission(source, tmp_path, "flavour_prepass")
+    _checks(source, tmp_path, "flavour_checked", shapes=SHAPES[:1])  # exact, fnuz included
+
+    class Unlaunched:  # a kernel whose launches do nothing: what is left is the call's own Python
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: None
+
+    for mod, expect_ops in ((seed_module, True), (module, False)):
+        for name in ("fp8_gemm_kernel", "fp8_to_fp16_kernel"):
+            if hasattr(mod.module, name):
+                setattr(mod.module, name, Unlaunched())
+        for i in range(2):
+            data = as_fnuz(reference.generate_input(64, 128, 256, seed=7 + i, device="cpu"))
+            with Ops() as ops:
+                mod.custom_kernel(data)
+        assert bool(ops.names) is expect_ops, ops.names  # the second call's torch ops
+
+
 def test_scale_fold_takes_one_b_scale_per_tile_and_keeps_wide_tiles_exact(tmp_path):
     """The folded form runs where BLOCK_N divides 128 (the seed's 64, and 128); a 256-wide tile
     spans two of b's scale blocks and takes the general branch. Both pass, also where n % 128 == 64

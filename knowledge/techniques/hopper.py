@@ -27,17 +27,25 @@ _PREPASS_KERNEL = '''
 # region: prepass_kernel
 @triton.jit
 def fp8_to_fp16_kernel(a_ptr, b_ptr, a16_ptr, b16_ptr, NA, NB, BLOCK: tl.constexpr):
-    """Element-for-element fp8 -> fp16 of both operands in one launch (e4m3 fits fp16 exactly)."""
+    """Element-for-element fp8 -> fp16 of both operands in one launch (e4m3 fits fp16 exactly).
+    e4m3fnuz operands (fp8_flavour) are read as e4m3fn, each code twice its fnuz value, and
+    halved here: a compile-time branch on the pointer type, no view or scale op per call."""
+    fnuz = a_ptr.dtype.element_ty == tl.float8e4b8
+    if fnuz:
+        a_ptr = a_ptr.to(tl.pointer_type(tl.float8e4nv), bitcast=True)
+        b_ptr = b_ptr.to(tl.pointer_type(tl.float8e4nv), bitcast=True)
     pid = tl.program_id(0)
     blocks_a = tl.cdiv(NA, BLOCK)
     if pid < blocks_a:
         offs = pid * BLOCK + tl.arange(0, BLOCK)
         mask = offs < NA
-        tl.store(a16_ptr + offs, tl.load(a_ptr + offs, mask=mask).to(tl.float16), mask=mask)
+        v = tl.load(a_ptr + offs, mask=mask).to(tl.float16)
+        tl.store(a16_ptr + offs, v * 0.5 if fnuz else v, mask=mask)
     else:
         offs = (pid - blocks_a) * BLOCK + tl.arange(0, BLOCK)
         mask = offs < NB
-        tl.store(b16_ptr + offs, tl.load(b_ptr + offs, mask=mask).to(tl.float16), mask=mask)
+        v = tl.load(b_ptr + offs, mask=mask).to(tl.float16)
+        tl.store(b16_ptr + offs, v * 0.5 if fnuz else v, mask=mask)
 
 
 _FP16_SCRATCH = {}  # (shapes, strides, device) -> the two fp16 buffers; scratch only, never a result
@@ -59,6 +67,15 @@ def to_fp16(a, b):
     return a16, b16
 # endregion: prepass_kernel
 '''
+
+
+_FNUZ_SCALE = "a_scale = a_scale * 0.25"  # the seed's fp8_flavour: a view and a scale op per call
+_FLAVOUR_IN_PREPASS = """
+# The public generator draws e4m3fnuz on every platform, and Triton on NVIDIA cannot load it. The
+# fp16 pre-pass reads such bytes as e4m3fn (every fnuz code but three is an fn code of exactly twice
+# its value; a standard normal never draws the three) and halves them as it converts, so a call
+# makes no view or scale op here: its launches stay the only work, and launch replay still holds.
+"""
 
 
 def _copies_layout(source: str) -> bool:
@@ -112,6 +129,8 @@ class ConversionPrepass(Technique):
         line, lhs, a, b = _dot_line(source)
         source = replace_line(source, "dot", line, f"{lhs}tl.dot({a}, {b})")
         source = insert_after_region(source, "select_config", _PREPASS_KERNEL)
+        if has(source, "fp8_flavour") and any(_FNUZ_SCALE in line for line in body(source, "fp8_flavour")):
+            source = replace_body(source, "fp8_flavour", _FLAVOUR_IN_PREPASS)
         return insert(
             source,
             "prepare",
