@@ -300,6 +300,49 @@ def test_replayed_launches_call_the_c_function_with_the_scratch_and_stream_fixed
     assert kernel.calls[-1][:5] == ("run", 8, 1, 1, 99)
 
 
+_VIEW_CHILD = """
+import sys, types
+import torch
+
+sys.path.insert(0, {tests!r})
+import test_host_path as t
+
+torch.cuda.is_available = lambda: True
+torch.cuda.current_device = lambda: 0
+active = types.SimpleNamespace(get_current_stream=lambda device: 1234)
+ns = {{"torch": torch, "triton": types.SimpleNamespace(runtime=types.SimpleNamespace(
+    driver=types.SimpleNamespace(active=active)))}}
+t._with_allocator(ns, fresh=False)
+ns["KERNEL"] = kernel = t._Kernel36()
+exec({helpers!r} + "\\n\\n" + t._BODY.format(extra={extra!r}, b_arg="b"), ns)
+calls = [(torch.randn(4, 2).T, torch.randn(8), torch.zeros(8)) for _ in range(5)]
+for data in calls:
+    assert ns["custom_kernel"](data) is data[2]
+c_calls = [c for c in kernel.calls if c[0] == "c"]
+for data, call in zip(calls[3:], c_calls):
+    assert call[14:17] == (data[0].data_ptr(), data[1].data_ptr(), data[2].data_ptr()), call
+print(len(ns["BODY_RUNS"]), len(c_calls))
+"""
+
+
+def test_an_inputs_dtype_view_is_replayed_as_that_input(monkeypatch):
+    """The fp8 flavour reads e4m3fnuz inputs through a dtype view: the same bytes, so the replay
+    passes the input's own address in its place. A view of another shape, or of another width,
+    is not the input: those calls run as written every time. (In a child process, as above: an
+    op under the recording's dispatch mode imports Triton.)"""
+    _, helpers = _replay_namespace(monkeypatch)
+    expect = {
+        "a = a.view(torch.int32)": ["3", "2"],
+        "a = a.T.reshape(-1)": ["5", "0"],
+        "b = b.view(torch.int16)": ["5", "0"],
+    }
+    for extra, runs in expect.items():
+        code = _VIEW_CHILD.format(tests=str(ROOT / "tests"), helpers=helpers, extra=extra)
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert run.stdout.split() == runs, extra  # body runs, replayed C launches
+
+
 def test_a_fixed_buffer_goes_to_the_c_function_as_its_address_and_the_plan_keeps_it(monkeypatch):
     ns, helpers = _replay_namespace(monkeypatch)
     _with_allocator(ns, fresh=False)

@@ -137,11 +137,11 @@ def test_the_hopper_pipeline_runs_in_the_interpreter(tmp_path):
     _checks(plain, tmp_path, "hopper_plain", shapes=SHAPES[:1])
 
 
-def test_the_prepass_reads_fnuz_itself_so_a_call_makes_no_torch_op(tmp_path):
-    """The seed's fp8_flavour makes a view and a scale op per call on e4m3fnuz inputs (the public
-    generator's), which cost a launch and stop launch replay (it replays only calls made of
-    launches). With the fp16 pre-pass the conversion reads the bytes as e4m3fn and halves them
-    itself: after the first call of a shape, a call is launches only, and still exact."""
+def test_with_the_prepass_a_fnuz_call_makes_no_torch_op_but_views(tmp_path):
+    """The seed's fp8_flavour makes a scale op per call on e4m3fnuz inputs (the public
+    generator's), which costs a launch and stops launch replay (it replays only calls made of
+    launches and dtype views). With the fp16 pre-pass the conversion halves the operands itself:
+    after the first call of a shape, the call's Python makes only the two views, and is exact."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class Ops(TorchDispatchMode):
@@ -156,15 +156,16 @@ def test_the_prepass_reads_fnuz_itself_so_a_call_makes_no_torch_op(tmp_path):
     nvidia = {t.name: t for t in knowledge.catalogue("nvidia")}
     seed_module = load_submission(SEED, tmp_path, "flavour_seed")
     source = nvidia["fp16_prepass"].apply(SEED, {"operands": "fp16"})
-    assert "a_scale * 0.25" not in source and "a_scale * 0.25" in SEED
-    module = load_submission(source, tmp_path, "flavour_prepass")
+    assert "a_scale * 0.25" not in source and "to_fp16(a, b, halving)" in source
     _checks(source, tmp_path, "flavour_checked", shapes=SHAPES[:1])  # exact, fnuz included
+    module = load_submission(source, tmp_path, "flavour_prepass")
 
     class Unlaunched:  # a kernel whose launches do nothing: what is left is the call's own Python
         def __getitem__(self, grid):
             return lambda *args, **kwargs: None
 
-    for mod, expect_ops in ((seed_module, True), (module, False)):
+    seen = {}
+    for label, mod in (("seed", seed_module), ("prepass", module)):
         for name in ("fp8_gemm_kernel", "fp8_to_fp16_kernel"):
             if hasattr(mod.module, name):
                 setattr(mod.module, name, Unlaunched())
@@ -172,7 +173,14 @@ def test_the_prepass_reads_fnuz_itself_so_a_call_makes_no_torch_op(tmp_path):
             data = as_fnuz(reference.generate_input(64, 128, 256, seed=7 + i, device="cpu"))
             with Ops() as ops:
                 mod.custom_kernel(data)
-        assert bool(ops.names) is expect_ops, ops.names  # the second call's torch ops
+        seen[label] = ops.names  # the second call's torch ops
+    assert "aten.mul.Tensor" in seen["seed"]
+    assert set(seen["prepass"]) == {"aten.view.dtype", "aten.detach.default"}  # the aliases replay skips
+    # An input that is already e4m3fn goes through untouched.
+    data = reference.generate_input(64, 128, 256, seed=9, device="cpu")
+    with Ops() as ops:
+        module.custom_kernel(data)
+    assert ops.names == []
 
 
 def test_scale_fold_takes_one_b_scale_per_tile_and_keeps_wide_tiles_exact(tmp_path):

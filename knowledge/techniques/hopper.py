@@ -16,6 +16,7 @@ no TMA.
 from __future__ import annotations
 
 import re
+import textwrap
 
 from .._base import Form, NotApplicable, Param, Technique
 from .._regions import body, has, insert, insert_after_region, replace_body, replace_line, require
@@ -26,33 +27,27 @@ from .split_k import WS_CONFLICT
 _PREPASS_KERNEL = '''
 # region: prepass_kernel
 @triton.jit
-def fp8_to_fp16_kernel(a_ptr, b_ptr, a16_ptr, b16_ptr, NA, NB, BLOCK: tl.constexpr):
-    """Element-for-element fp8 -> fp16 of both operands in one launch (e4m3 fits fp16 exactly).
-    e4m3fnuz operands (fp8_flavour) are read as e4m3fn, each code twice its fnuz value, and
-    halved here: a compile-time branch on the pointer type, no view or scale op per call."""
-    fnuz = a_ptr.dtype.element_ty == tl.float8e4b8
-    if fnuz:
-        a_ptr = a_ptr.to(tl.pointer_type(tl.float8e4nv), bitcast=True)
-        b_ptr = b_ptr.to(tl.pointer_type(tl.float8e4nv), bitcast=True)
+def fp8_to_fp16_kernel(a_ptr, b_ptr, a16_ptr, b16_ptr, NA, NB, SCALE, BLOCK: tl.constexpr):
+    """Element-for-element fp8 -> fp16 of both operands in one launch (e4m3 fits fp16 exactly),
+    times SCALE: 1, or 0.5 for e4m3fnuz bytes read as e4m3fn (fp8_flavour; exact either way)."""
     pid = tl.program_id(0)
     blocks_a = tl.cdiv(NA, BLOCK)
     if pid < blocks_a:
         offs = pid * BLOCK + tl.arange(0, BLOCK)
         mask = offs < NA
-        v = tl.load(a_ptr + offs, mask=mask).to(tl.float16)
-        tl.store(a16_ptr + offs, v * 0.5 if fnuz else v, mask=mask)
+        tl.store(a16_ptr + offs, tl.load(a_ptr + offs, mask=mask).to(tl.float16) * SCALE, mask=mask)
     else:
         offs = (pid - blocks_a) * BLOCK + tl.arange(0, BLOCK)
         mask = offs < NB
-        v = tl.load(b_ptr + offs, mask=mask).to(tl.float16)
-        tl.store(b16_ptr + offs, v * 0.5 if fnuz else v, mask=mask)
+        tl.store(b16_ptr + offs, tl.load(b_ptr + offs, mask=mask).to(tl.float16) * SCALE, mask=mask)
 
 
 _FP16_SCRATCH = {}  # (shapes, strides, device) -> the two fp16 buffers; scratch only, never a result
 
 
-def to_fp16(a, b):
-    """fp16 copies of a and b with the same strides, in buffers reused while the shape repeats."""
+def to_fp16(a, b, scale=1.0):
+    """fp16 copies of a and b (times ``scale``) with the same strides, in buffers reused while the
+    shape repeats."""
     key = (a.shape, a.stride(), b.shape, b.stride(), a.device)
     buffers = _FP16_SCRATCH.get(key)
     if buffers is None:
@@ -63,19 +58,39 @@ def to_fp16(a, b):
     a16, b16 = buffers
     na, nb = a.numel(), b.numel()
     grid = (triton.cdiv(na, 4096) + triton.cdiv(nb, 4096),)
-    fp8_to_fp16_kernel[grid](a, b, a16, b16, na, nb, BLOCK=4096)
+    fp8_to_fp16_kernel[grid](a, b, a16, b16, na, nb, scale, BLOCK=4096)
     return a16, b16
 # endregion: prepass_kernel
 '''
 
 
-_FNUZ_SCALE = "a_scale = a_scale * 0.25"  # the seed's fp8_flavour: a view and a scale op per call
-_FLAVOUR_IN_PREPASS = """
-# The public generator draws e4m3fnuz on every platform, and Triton on NVIDIA cannot load it. The
-# fp16 pre-pass reads such bytes as e4m3fn (every fnuz code but three is an fn code of exactly twice
-# its value; a standard normal never draws the three) and halves them as it converts, so a call
-# makes no view or scale op here: its launches stay the only work, and launch replay still holds.
+# The seed's fp8_flavour and what the pre-pass makes of it: the scale op on a's scales costs a launch
+# per call and stops launch replay (replay.py); the pre-pass halves both operands as it converts.
+_FLAVOUR_SEED = """
+# The public generator draws e4m3fnuz on every platform, and Triton on NVIDIA cannot load it.
+# Same bit layout, exponent bias 8 instead of 7: every fnuz code but three reads as an e4m3fn
+# code of exactly twice its value (0x80, fnuz's NaN, would read as -0; 0x7F/0xFF, fnuz's
+# +-240, as NaN; a standard normal never draws them). So the bytes are reinterpreted and the
+# halving of both operands is folded into a's scales. ROCm loads fnuz natively.
+if a.dtype == torch.float8_e4m3fnuz and not torch.version.hip:
+    a, b = a.view(torch.float8_e4m3fn), b.view(torch.float8_e4m3fn)
+    a_scale = a_scale * 0.25
 """
+_FLAVOUR_IN_PREPASS = """
+# The public generator draws e4m3fnuz on every platform, and Triton on NVIDIA cannot load it.
+# Same bit layout, exponent bias 8 instead of 7: every fnuz code but three reads as an e4m3fn
+# code of exactly twice its value (0x80, fnuz's NaN, would read as -0; 0x7F/0xFF, fnuz's
+# +-240, as NaN; a standard normal never draws them). So the bytes are reinterpreted (a view, no
+# device work) and the fp16 pre-pass halves each operand as it converts: no scale op per call.
+halving = 1.0
+if a.dtype == torch.float8_e4m3fnuz and not torch.version.hip:
+    a, b = a.view(torch.float8_e4m3fn), b.view(torch.float8_e4m3fn)
+    halving = 0.5
+"""
+
+
+def _dedented(lines: list[str]) -> str:
+    return textwrap.dedent("\n".join(lines)).strip()
 
 
 def _copies_layout(source: str) -> bool:
@@ -129,14 +144,16 @@ class ConversionPrepass(Technique):
         line, lhs, a, b = _dot_line(source)
         source = replace_line(source, "dot", line, f"{lhs}tl.dot({a}, {b})")
         source = insert_after_region(source, "select_config", _PREPASS_KERNEL)
-        if has(source, "fp8_flavour") and any(_FNUZ_SCALE in line for line in body(source, "fp8_flavour")):
+        call = "to_fp16(a, b)"
+        if has(source, "fp8_flavour") and _dedented(body(source, "fp8_flavour")) == _FLAVOUR_SEED.strip():
             source = replace_body(source, "fp8_flavour", _FLAVOUR_IN_PREPASS)
+            call = "to_fp16(a, b, halving)"
         return insert(
             source,
             "prepare",
-            """
+            f"""
             # region: prepass
-            a, b = to_fp16(a, b)  # one bandwidth-bound pass; the GEMM then multiplies fp16 tiles
+            a, b = {call}  # one bandwidth-bound pass; the GEMM then multiplies fp16 tiles
             # endregion: prepass
             """,
         )

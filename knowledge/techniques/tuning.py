@@ -215,7 +215,7 @@ def launch_cached(kernel, grid, cfg, *args):
 '''
 _JIT_LAUNCH = re.compile(r"^(?P<indent>\s*)(?P<kernel>\w+)\[grid\]\($")
 _SPREAD_CFG = re.compile(r"^\s*\*\*cfg,?\s*$")
-_PREPASS_LAUNCH = "fp8_to_fp16_kernel[grid](a, b, a16, b16, na, nb, BLOCK=4096)"
+_PREPASS_LAUNCH = "fp8_to_fp16_kernel[grid](a, b, a16, b16, na, nb, scale, BLOCK=4096)"
 
 
 class LeanHost(Technique):
@@ -265,7 +265,7 @@ class LeanHost(Technique):
         ]
         source = replace_body(source, "launch", "\n".join(new))
         source = source.replace(
-            _PREPASS_LAUNCH, 'launch_cached(fp8_to_fp16_kernel, grid, {"BLOCK": 4096}, a, b, a16, b16, na, nb)'
+            _PREPASS_LAUNCH, 'launch_cached(fp8_to_fp16_kernel, grid, {"BLOCK": 4096}, a, b, a16, b16, na, nb, scale)'
         )
         return insert_after_region(source, "select_config", _LAUNCH_CACHE)
 
