@@ -20,7 +20,11 @@ show as a difference between methods); each method's first call on a shape, in e
 untimed warm-up (compilation, first-call tuning), as in the harness.
 
     python scripts/bench_leaderboard.py [FILE.py ...] [--db runs/x.sqlite ...] [--do-bench] [--out bench.json]
-        [--unseen N [--unseen-seed S]]
+        [--unseen N [--unseen-seed S]] [--eval-py PATH/TO/eval.py]
+
+With --eval-py, each submission (the seed, the files, the blackboards' kernels) is also run under
+GPU MODE's own eval.py in leaderboard mode, in its own process and run directory
+(``real_eval_py.py``): the public harness itself, reported as ``real eval.py``.
 
 With --unseen N the ranked shapes are replaced by N shapes nobody tuned for, drawn log-uniformly
 (m and n multiples of 64 up to 8192 and 32768, k a multiple of 128 up to 16384; GEMM tasks only).
@@ -149,11 +153,21 @@ def _arguments() -> argparse.Namespace:
         help="time N random shapes nobody tuned for instead of the ranked ones (GEMM tasks)",
     )
     p.add_argument("--unseen-seed", type=int, default=1)
-    return p.parse_args()
+    p.add_argument(
+        "--eval-py",
+        type=Path,
+        metavar="FILE",
+        help="GPU MODE's own eval.py (not shipped): also run each submission under it in leaderboard mode",
+    )
+    args = p.parse_args()
+    if args.eval_py is not None and not args.eval_py.is_file():
+        p.error(f"--eval-py {args.eval_py}: not a file")
+    return args
 
 
-def _methods(args: argparse.Namespace, task, ref) -> dict:
-    """What to time, by name: the anchors (less --skip), the files, the blackboards' kernels."""
+def _methods(args: argparse.Namespace, task, ref) -> tuple[dict, dict[str, str]]:
+    """What to time, by name: the anchors (less --skip), the files, the blackboards' kernels; and
+    the source of each that is a submission (for --eval-py)."""
     from kernel_scientist.blackboard import open_existing
 
     from kernel_scientist import status
@@ -163,19 +177,35 @@ def _methods(args: argparse.Namespace, task, ref) -> dict:
         "scaled_mm": _scaled_mm,
         "seed": _kernel_from_source("the seed", task.seed_source),
     }
+    sources = {"seed": task.seed_source}
     for anchor in filter(None, args.skip.split(",")):
         if methods.pop(anchor, None) is None:
             raise SystemExit(f"bench_leaderboard: --skip {anchor}: not an anchor (reference, scaled_mm, seed)")
+        sources.pop(anchor, None)
     for path in args.files:
         if not path.is_file():
             raise SystemExit(f"bench_leaderboard: {path} is not a file")
-        methods[path.stem] = _kernel_from_source(str(path), path.read_text())
+        sources[path.stem] = path.read_text()
+        methods[path.stem] = _kernel_from_source(str(path), sources[path.stem])
     for db in args.db:
         with open_existing(db) as board:
             kid = (args.kernel if len(args.db) == 1 else None) or status.status(board).best.kernel_id
             label = f"kernel {kid}" if len(args.db) == 1 else f"{db.stem}:{kid}"
-            methods[label] = _kernel_from_source(f"{db} kernel {kid}", board.kernel(kid).source)
-    return methods
+            sources[label] = board.kernel(kid).source
+            methods[label] = _kernel_from_source(f"{db} kernel {kid}", sources[label])
+    return methods, sources
+
+
+def _real_eval_py(rows: dict[str, list[dict]], sources: dict[str, str], task, eval_py: Path) -> None:
+    """Each submission under GPU MODE's own eval.py (real_eval_py.py), into its rows."""
+    import real_eval_py
+
+    for name, source in sources.items():
+        print(f"  {name:>12}: GPU MODE's eval.py, leaderboard mode", flush=True)
+        for row, got in zip(rows[name], real_eval_py.run(eval_py, task.modules, source, task.benchmarks), strict=True):
+            row["eval_py_real_us"], row["eval_py_real_runs"] = got["us"], got["runs"]
+            if got["failure"]:
+                row["eval_py_real_failure"] = got["failure"]
 
 
 def _time_all(methods: dict, task, ref, req, flush, args: argparse.Namespace) -> dict[str, list[dict]]:
@@ -255,12 +285,14 @@ def _summary(r: list[dict]) -> dict:
     times = [x["us"] for x in r if x["us"]]
     quick = [x["do_bench_us"] for x in r if x.get("do_bench_us")]
     loops = [x["eval_py_us"] for x in r if x.get("eval_py_us")]
+    real = [x["eval_py_real_us"] for x in r if x.get("eval_py_real_us")]
     hosts = [x["leaderboard_us"] for x in r if x.get("leaderboard_us")]
     works = [x["host_work_us"] for x in r if x.get("host_work_us")]
     sames = [x["same_inputs_us"] for x in r if x.get("same_inputs_us")]
     return {
         "geomean_us": round(geomean(times), 2) if len(times) == len(r) else None,
         "eval_py_geomean_us": round(geomean(loops), 2) if len(loops) == len(r) else None,
+        "eval_py_real_geomean_us": round(geomean(real), 2) if len(real) == len(r) else None,
         "leaderboard_geomean_us": round(geomean(hosts), 2) if len(hosts) == len(r) else None,
         "host_work_geomean_us": round(geomean(works), 2) if len(works) == len(r) else None,
         "same_inputs_geomean_us": round(geomean(sames), 2) if len(sames) == len(r) else None,
@@ -291,14 +323,17 @@ def _print_table(result: dict, task, sol: dict, args: argparse.Namespace) -> Non
     sol_geo = result["speed_of_light_geomean_us"]
     for label, key in (
         ("geomean", "eval_py_geomean_us"),
+        ("real eval.py", "eval_py_real_geomean_us"),
         ("harness clock", "leaderboard_geomean_us"),
         ("events", "geomean_us"),
         ("host work", "host_work_geomean_us"),
         ("same inputs", "same_inputs_geomean_us"),
         ("do_bench", "do_bench_geomean_us"),
     ):
-        if (key == "do_bench_geomean_us" and not args.do_bench) or (
-            key == "same_inputs_geomean_us" and not args.same_inputs
+        if (
+            (key == "do_bench_geomean_us" and not args.do_bench)
+            or (key == "same_inputs_geomean_us" and not args.same_inputs)
+            or (key == "eval_py_real_geomean_us" and args.eval_py is None)
         ):
             continue
         geo = [summary[n][key] for n in names]
@@ -331,7 +366,7 @@ def main() -> int:
     ref = import_reference(task.modules)
     gpu = torch.cuda.get_device_name(0)
     spec = spec_for(gpu)
-    methods = _methods(args, task, ref)
+    methods, sources = _methods(args, task, ref)
     req = GpuRequest(
         source="",
         modules=task.modules,
@@ -343,6 +378,8 @@ def main() -> int:
     )
     flush = torch.empty(l2_flush_bytes(spec) // 4, dtype=torch.float32, device="cuda")
     rows = _time_all(methods, task, ref, req, flush, args)
+    if args.eval_py is not None:
+        _real_eval_py(rows, sources, task, args.eval_py)
     sol = {s.label(): speed_of_light_us(s, spec) for s in task.benchmarks}
     summary = {name: _summary(r) for name, r in rows.items()}
     result = {
