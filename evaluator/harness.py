@@ -7,7 +7,7 @@ use the package's own surface (``evaluator.__init__``) instead.
 from kernel_scientist.evaluator._devices import l2_flush_bytes
 from kernel_scientist.evaluator._gpu_harness import time_shape, time_shape_eval_py
 from kernel_scientist.evaluator._model import PARAMS, ModelInfeasible, Params, launch_time_us, torch_op_time_us
-from kernel_scientist.evaluator._rundir import generate_input, import_reference, import_submission
+from kernel_scientist.evaluator._rundir import generate_input, import_reference, import_submission, isolate_candidate
 from kernel_scientist.evaluator._values import prefill_output
 from kernel_scientist.evaluator._wire import GpuRequest
 
@@ -19,6 +19,7 @@ __all__ = [
     "generate_input",
     "import_reference",
     "import_submission",
+    "isolate_candidate",
     "l2_flush_bytes",
     "launch_time_us",
     "prefill_output",

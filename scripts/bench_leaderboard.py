@@ -44,11 +44,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent  # the checkout, for the default task folder
 
 
-def _kernel_from_source(what: str, source: str):
-    """The submission's custom_kernel, imported from its own temporary folder."""
-    from kernel_scientist.evaluator.harness import import_submission
+def _kernel_from_source(what: str, source: str, modules: dict[str, str] | None = None):
+    """The submission's custom_kernel, imported from its own temporary folder, with the task's own
+    modules beside it as in a run directory (a public submission does ``from task import input_t``)."""
+    from kernel_scientist.evaluator.harness import import_submission, isolate_candidate
 
-    fn = import_submission(source, Path(tempfile.mkdtemp()))
+    folder = Path(tempfile.mkdtemp())
+    isolate_candidate(modules or {}, folder)
+    sys.path.insert(0, str(folder))
+    try:
+        fn = import_submission(source, folder)
+    except Exception as exc:  # the submission's own import-time code may raise anything
+        raise SystemExit(f"bench_leaderboard: {what} failed to import: {type(exc).__name__}: {exc}") from None
+    finally:
+        sys.path.remove(str(folder))
     if fn is None:
         raise SystemExit(f"bench_leaderboard: {what} defines no custom_kernel(data)")
     return fn
@@ -172,27 +181,29 @@ def _methods(args: argparse.Namespace, task, ref) -> tuple[dict, dict[str, str]]
 
     from kernel_scientist import status
 
-    methods = {
-        "reference": ref.ref_kernel,
-        "scaled_mm": _scaled_mm,
-        "seed": _kernel_from_source("the seed", task.seed_source),
-    }
-    sources = {"seed": task.seed_source}
-    for anchor in filter(None, args.skip.split(",")):
-        if methods.pop(anchor, None) is None:
-            raise SystemExit(f"bench_leaderboard: --skip {anchor}: not an anchor (reference, scaled_mm, seed)")
-        sources.pop(anchor, None)
+    skip = set(filter(None, args.skip.split(",")))
+    unknown = sorted(skip - {"reference", "scaled_mm", "seed"})
+    if unknown:
+        raise SystemExit(f"bench_leaderboard: --skip {unknown[0]}: not an anchor (reference, scaled_mm, seed)")
+    methods, sources = {"reference": ref.ref_kernel, "scaled_mm": _scaled_mm}, {}
+    if "seed" not in skip:
+        if task.seed_source is None:
+            raise SystemExit(f"bench_leaderboard: {task.path} has no submission.py to time as the seed; --skip seed")
+        sources["seed"] = task.seed_source
+        methods["seed"] = _kernel_from_source("the seed", task.seed_source, task.modules)
+    for anchor in skip - {"seed"}:
+        methods.pop(anchor)
     for path in args.files:
         if not path.is_file():
             raise SystemExit(f"bench_leaderboard: {path} is not a file")
         sources[path.stem] = path.read_text()
-        methods[path.stem] = _kernel_from_source(str(path), sources[path.stem])
+        methods[path.stem] = _kernel_from_source(str(path), sources[path.stem], task.modules)
     for db in args.db:
         with open_existing(db) as board:
             kid = (args.kernel if len(args.db) == 1 else None) or status.status(board).best.kernel_id
             label = f"kernel {kid}" if len(args.db) == 1 else f"{db.stem}:{kid}"
             sources[label] = board.kernel(kid).source
-            methods[label] = _kernel_from_source(f"{db} kernel {kid}", sources[label])
+            methods[label] = _kernel_from_source(f"{db} kernel {kid}", sources[label], task.modules)
     return methods, sources
 
 
@@ -364,9 +375,11 @@ def main() -> int:
     if args.unseen:
         task = _with_unseen_shapes(task, args.unseen, args.unseen_seed)
     ref = import_reference(task.modules)
+    methods, sources = _methods(args, task, ref)
+    if not torch.cuda.is_available():
+        raise SystemExit("bench_leaderboard: no CUDA or ROCm GPU here (torch.cuda.is_available() is False)")
     gpu = torch.cuda.get_device_name(0)
     spec = spec_for(gpu)
-    methods, sources = _methods(args, task, ref)
     req = GpuRequest(
         source="",
         modules=task.modules,

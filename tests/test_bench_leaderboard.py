@@ -138,3 +138,29 @@ def test_eval_py_loop_times_every_call_and_names_the_first_failure():
 
     done = subprocess.run([sys.executable, "-c", _EVAL_PY_LOOP, str(ROOT)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_a_submission_importing_the_tasks_own_module_loads_and_a_broken_one_is_one_line(tmp_path):
+    """A public folder's submission does ``from task import input_t``: the benchmark serves the
+    task's modules beside it, as a run directory does. A file that raises on import, or a --skip
+    of no anchor, ends the run with one line naming it."""
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1] + '/scripts'); import bench_leaderboard as b\n"
+        "from kernel_scientist.evaluator import load_task\n"
+        "task = load_task(sys.argv[1] + '/tests/problems/vecadd')\n"
+        "fn = b._kernel_from_source('t', 'from task import input_t\\ndef custom_kernel(data):\\n    return data\\n', task.modules)\n"
+        "print(fn((1, 2)))\n"
+    )
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", code, str(ROOT)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "(1, 2)", done.stderr[-2000:]
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise RuntimeError('not on this machine')\n")
+    done = script("bench_leaderboard.py", str(broken), cwd=tmp_path)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert f"{broken} failed to import: RuntimeError: not on this machine" in done.stderr
+    done = script("bench_leaderboard.py", "--skip", "nope", cwd=tmp_path)
+    assert done.returncode != 0 and "Traceback" not in done.stderr and "--skip nope: not an anchor" in done.stderr
+    done = script("bench_leaderboard.py", "--skip", "reference,scaled_mm", cwd=tmp_path)  # fine, but no GPU here
+    assert done.returncode != 0 and "Traceback" not in done.stderr and "no CUDA or ROCm GPU here" in done.stderr
