@@ -4,10 +4,10 @@ making a and b K-contiguous) and the seed kernel in the same run. Prints per sha
 mean, pass/fail, and the fraction of the speed of light; writes everything as JSON.
 
 Protocols: ``eval.py`` (the headline) is GPU MODE's eval.py in leaderboard mode, its own loop
-(``evaluator.harness.time_shape_eval_py``): fresh inputs before every call, the host clock between
-two device-wide synchronizes around the call and nothing else in that window, the output checked
-after it, the mean of up to --max-calls calls (stopping at a standard error of 0.1% of the mean
-or when --budget is spent). Then, from the harness's own timed calls (``time_shape``: fresh inputs
+(``evaluator.harness.time_shape_eval_py``): fresh inputs and a copy of them before every call,
+the host clock between two device-wide synchronizes around the call and nothing else in that
+window, the folder's check on the copy after it, the mean of up to --max-calls calls (stopping at
+a standard error of 0.1% of the mean or when --budget is spent). Then, from the harness's own timed calls (``time_shape``: fresh inputs
 and an L2 flush before every call, every output checked): ``harness clock`` is the host clock
 around the call with the device events recorded inside it (so a little above eval.py's), ``events``
 is the device events around the call, as the campaign's harness scores, and ``host work`` the
