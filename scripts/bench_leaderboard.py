@@ -7,11 +7,12 @@ Protocols: ``eval.py`` (the headline) is GPU MODE's eval.py in leaderboard mode,
 (``evaluator.harness.time_shape_eval_py``): fresh inputs and a copy of them before every call,
 the host clock between two device-wide synchronizes around the call and nothing else in that
 window, the folder's check on the copy after it, the mean of up to --max-calls calls (stopping at
-a standard error of 0.1% of the mean or when --budget is spent). Then, from the harness's own timed calls (``time_shape``: fresh inputs
-and an L2 flush before every call, every output checked): ``harness clock`` is the host clock
-around the call with the device events recorded inside it (so a little above eval.py's), ``events``
-is the device events around the call, as the campaign's harness scores, and ``host work`` the
-host time until the call returned. With --do-bench, the published anchors' protocol: the median
+a standard error of 0.1% of the mean or when --budget is spent). Then, from the harness's own
+timed calls (``time_shape``: fresh inputs and an L2 flush before every call, every output
+checked): ``harness clock`` is the host clock around the call with the device events recorded
+inside it (15-25 us above eval.py's loop on an H200, docs/h200.md), ``events`` the device events
+around the call, as the campaign's harness scores, and ``host work`` the host time until the
+call returned. With --do-bench, the published anchors' protocol: the median
 of triton.testing.do_bench on one input set (launches queued back to back: GPU time only). A
 failed check is recorded and timing goes on, so a fast but wrong method still gets a time. The
 methods are timed shape by shape, each in turn on one shape, in the reverse order on every other
