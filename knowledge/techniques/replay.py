@@ -18,8 +18,8 @@ copy would be skipped by a replay) and the result was one of the inputs, later c
 launches with the new call's tensors in the same argument positions. Anything else, and every call
 runs as written. The GPU does all the work on every call. The recordings belong to the first call
 because a leaderboard times every call after it: recorded on the second and third calls, as this
-technique first did, they were the two slowest of each shape's 100 calls under GPU MODE's eval.py on an H200,
-200-470 us each against a median of 45-400 (scripts/probe_spread.py, 2026-12-04).
+technique first did, they were the two slowest of each shape's 100 calls in eval.py's loop on an H200,
+200-550 us each against medians of 45-790 (scripts/probe_spread.py; docs/h200.md, eighteenth session).
 
 A replayed call is the signature, one lookup and the launches. On triton 3.6 a direct launcher's
 replay calls the compiled C function itself, with the scratch memory and the stream fixed when the
