@@ -145,13 +145,17 @@ def main() -> int:
         return 2
     variants = [v for v in args.variants.split(",") if v]
     bad = [v for v in variants if v not in VARIANTS]
-    if bad or args.calls < 1:
-        print(
-            f"probe_spread: unknown variant {bad[0]} (one of {', '.join(VARIANTS)})"
-            if bad
-            else "probe_spread: --calls must be at least 1",
-            file=sys.stderr,
-        )
+    problem = None
+    if bad:
+        problem = f"unknown variant {bad[0]} (one of {', '.join(VARIANTS)})"
+    elif not variants:
+        problem = f"--variants names none (one or more of {', '.join(VARIANTS)})"
+    elif args.calls < 1:
+        problem = "--calls must be at least 1"
+    elif not args.out.parent.is_dir():  # refused before the loops, not after them
+        problem = f"cannot write --out {args.out}: {args.out.parent} is not a folder"
+    if problem:
+        print(f"probe_spread: {problem}", file=sys.stderr)
         return 2
 
     from kernel_scientist.evaluator import load_task
@@ -185,7 +189,7 @@ def main() -> int:
         sys.path.insert(0, str(folder))
         try:
             fn = import_submission(file.read_text(), folder)
-        except Exception as exc:  # the submission's own import-time code may raise anything
+        except (Exception, SystemExit) as exc:  # the submission's own import-time code may do anything
             print(f"probe_spread: {file} failed to import: {type(exc).__name__}: {exc}", file=sys.stderr)
             return 2
         finally:
@@ -199,7 +203,7 @@ def main() -> int:
                 records = _loop(fn, ref, known[label], task.meta, args.calls, variant, args.device, collections)
                 s = summarise(records)
                 per_shape.append(s)
-                rows.append({"file": file.name, "variant": variant, "shape": label, **s, "records": records})
+                rows.append({"file": str(file), "variant": variant, "shape": label, **s, "records": records})
                 print(
                     f"{file.name:>12} {variant:>8} {label:>16}: mean {s['mean_us']:8.1f} median {s['median_us']:8.1f}"
                     f" best {s['best_us']:8.1f} worst {s['worst_us']:8.1f} | slow {s['slow']:3d} (+{s['slow_excess_us']:.1f}"
@@ -207,7 +211,7 @@ def main() -> int:
                     f" host {s['slow_in_host']}) gc inside {s['gc_inside']}",
                     flush=True,
                 )
-            summary[f"{file.name} {variant}"] = {
+            summary[f"{file} {variant}"] = {
                 k: round(_geomean([s[k] for s in per_shape]), 2) for k in ("mean_us", "median_us", "best_us")
             }
     gc.callbacks.remove(collections)
