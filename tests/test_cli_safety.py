@@ -214,6 +214,21 @@ def test_version():
     assert proc.returncode == 0 and proc.stdout == f"kernel-scientist {version('kernel-scientist')}\n"
 
 
+def test_version_of_a_source_tree_never_installed(monkeypatch):
+    """The GPU sessions run a linked layout with no package metadata: exports still name the version."""
+    import importlib.metadata
+    import tomllib
+
+    from kernel_scientist.commands._args import version as ks_version
+
+    def missing(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", missing)
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert ks_version() == f"{declared} (source tree, not installed)"
+
+
 # ---- the walk: every command, every option, bad values --------------------------------------
 OUTPUTS = {("run", "--db"), ("export", "--out"), ("report", "--out"), ("sweep", "--out"), ("watch", "--svg")}
 ACCEPTED = {("logs", "--grep")}  # any text is a valid search; it just matches nothing

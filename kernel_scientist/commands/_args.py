@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from pathlib import Path
 
 
 class UsageError(Exception):
@@ -44,5 +45,16 @@ def version() -> str:
 
     try:
         return installed("kernel-scientist")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown (not installed)"
+    except PackageNotFoundError:  # a source tree never installed (the GPU sessions' linked layout)
+        return f"{_source_version()} (source tree, not installed)"
+
+
+def _source_version() -> str:
+    """The version in the pyproject.toml of the checkout this file really lives in (links resolved)."""
+    import tomllib
+
+    try:
+        with open(Path(__file__).resolve().parents[2] / "pyproject.toml", "rb") as f:
+            return str(tomllib.load(f)["project"]["version"])
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        return "unknown"
