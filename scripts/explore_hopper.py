@@ -430,7 +430,9 @@ def make(variant: str, cfg):
     programs per SM, ``one`` the pre-pass inside the GEMM's launch behind a grid-wide barrier,
     ``ha``/``hb`` only b (or only a) converted by the pre-pass, the other operand's fp8 tiles
     converted in the kernel (half the pre-pass's traffic where that operand is the larger),
-    ``nofl`` the tile loop not flattened with the K loop."""
+    ``nofl`` the tile loop not flattened with the K loop; ``glu`` the single-partition Gluon kernel,
+    ``glw`` the warp-specialised one (``ns`` without its turn barriers, ``r224`` its consumers'
+    registers)."""
     bm, bn, warps, stages = cfg
     tokens = set(variant.split("_"))
     if "fma" in tokens and (bn > 128 or "two" in tokens or "lag" in tokens):
@@ -439,6 +441,11 @@ def make(variant: str, cfg):
         raise ValueError("stk: the plain persistent loop with the folded scale (BLOCK_N <= 128) only")
     if ("ha" in tokens or "hb" in tokens) and tokens & {"sk", "one", "inreg", "lean"}:
         raise ValueError("ha / hb convert one operand in the persistent tile loop only")
+    if "glw" in tokens:  # the warp-specialised Gluon kernel (scripts/gluon_ws_gemm.py); Hopper only
+        from gluon_ws_gemm import make_ws_gluon  # noqa: PLC0415
+
+        regs = next((int(t[1:]) for t in tokens if t[:1] == "r" and t[1:].isdigit()), 232)
+        return make_ws_gluon(cfg, convert, stagger="ns" not in tokens, regs=regs)
     if "glu" in tokens:  # the Gluon kernel (scripts/gluon_gemm.py); Hopper only
         from gluon_gemm import make_gluon  # noqa: PLC0415
 

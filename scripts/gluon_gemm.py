@@ -266,9 +266,6 @@ def make_gluon(cfg, convert, outstanding=1, per_sm=1):
 def ptxas_report(block_m: int = 128, block_n: int = 128, warps: int = 8, stages: int = 3) -> str:
     """Compile the kernel for sm_90a on this machine (no GPU needed) and return what Triton's own
     ptxas says of it: registers, spills, and any wgmma serialisation warning."""
-    from triton.backends.compiler import GPUTarget  # noqa: PLC0415
-    from triton.experimental.gluon._runtime import GluonASTSource  # noqa: PLC0415
-
     a_layout = gl.NVMMASharedLayout.get_default_for([128, block_m], gl.float16)
     b_layout = gl.NVMMASharedLayout.get_default_for([128, block_n], gl.float16)
     fn = blockscaled_kernel
@@ -285,6 +282,15 @@ def ptxas_report(block_m: int = 128, block_n: int = 128, warps: int = 8, stages:
         "NBLK_N": "i32",
     }
     signature.update({name: "constexpr" for name in consts})
+    return compile_verdict(fn, signature, consts, warps)
+
+
+def compile_verdict(fn, signature: dict, consts: dict, warps: int) -> str:
+    """Compile Gluon kernel ``fn`` for sm_90a and return ptxas -v's lines on it (registers, spills,
+    C75xx warnings) after the PTX's wgmma wait depths and register reallocations."""
+    from triton.backends.compiler import GPUTarget  # noqa: PLC0415
+    from triton.experimental.gluon._runtime import GluonASTSource  # noqa: PLC0415
+
     src = GluonASTSource(fn, signature, {(fn.arg_names.index(n),): v for n, v in consts.items()})
     compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
     ptx = compiled.asm["ptx"]
@@ -299,8 +305,9 @@ def ptxas_report(block_m: int = 128, block_n: int = 128, warps: int = 8, stages:
             check=False,
         )
     waits = re.findall(r"wgmma.wait_group.sync.aligned (\d+)", ptx)
-    lines = [ln.strip() for ln in (run.stdout + run.stderr).splitlines() if re.search("Used|spill|C7514|rror", ln)]
-    return f"wgmma.wait_group depths in the PTX: {waits}\n" + "\n".join(lines)
+    setmax = re.findall(r"setmaxnreg\.(\w+)\.sync\.aligned\.u32\s+(\d+)", ptx)
+    lines = [ln.strip() for ln in (run.stdout + run.stderr).splitlines() if re.search("Used|spill|C75|rror", ln)]
+    return f"wgmma.wait_group depths: {waits}; setmaxnreg: {setmax}\n" + "\n".join(lines)
 
 
 if __name__ == "__main__":
