@@ -27,6 +27,7 @@ import argparse
 import gc
 import json
 import math
+import os
 import resource
 import statistics
 import sys
@@ -154,6 +155,10 @@ def main() -> int:
         problem = "--calls must be at least 1"
     elif not args.out.parent.is_dir():  # refused before the loops, not after them
         problem = f"cannot write --out {args.out}: {args.out.parent} is not a folder"
+    elif args.out.is_dir():
+        problem = f"cannot write --out {args.out}: it is a folder"
+    elif not os.access(args.out.parent, os.W_OK) or (args.out.exists() and not os.access(args.out, os.W_OK)):
+        problem = f"cannot write --out {args.out}: permission denied"
     if problem:
         print(f"probe_spread: {problem}", file=sys.stderr)
         return 2

@@ -102,7 +102,7 @@ def _fails_in_one_line(done, *expected, code=2):
 
 
 def _no_output(tmp_path, out):
-    assert not out.exists() and not (tmp_path / "probe_spread.json").exists()
+    assert not out.is_file() and not (tmp_path / "probe_spread.json").exists()
 
 
 @pytest.mark.parametrize(
@@ -115,8 +115,18 @@ def _no_output(tmp_path, out):
         ({"calls": "0"}, ("--calls must be at least 1",)),
         ({"calls": "-1"}, ("--calls must be at least 1",)),
         ({"out": "no/such/dir.json"}, ("cannot write --out", "dir.json", "is not a folder")),
+        ({"out": "."}, ("cannot write --out", "it is a folder")),
     ],
-    ids=["missing-file", "unknown-variant", "no-variant", "unknown-shape", "calls-0", "calls-negative", "out-folder"],
+    ids=[
+        "missing-file",
+        "unknown-variant",
+        "no-variant",
+        "unknown-shape",
+        "calls-0",
+        "calls-negative",
+        "out-folder",
+        "out-is-folder",
+    ],
 )
 def test_bad_input_is_one_line_before_any_loop(tmp_path, change, expected):
     given = {"files": [str(SEED_FILE)], "calls": "2", "variants": "eval_py", "shapes": SHAPE, "out": "spread.json"}
