@@ -5,7 +5,8 @@
 # time on the last GPU and the campaign on the others (ATTACKS=0 skips it and gives the campaign
 # every GPU).
 #   bash scripts/gpu_session.sh OUT_DIR CAMPAIGN_SECONDS NEW|BLACKBOARD_TO_RESUME [MORE_BLACKBOARDS_TO_BENCH...]
-# Carries its pure-Python dependencies as wheels in .whl/ (see README, "Real hardware").
+# Carries its pure-Python dependencies as wheels in .whl/ (see README, "Real hardware"). BENCH_ARGS adds
+# options to the benchmark (e.g. "--eval-py .gpu/eval.py --skip reference,scaled_mm").
 set -u
 out=${1:?out dir}; seconds=${2:?campaign seconds}; start=${3:?NEW or a blackboard to resume}; shift 3
 mkdir -p "$out"
@@ -32,6 +33,6 @@ python3 -P -m kernel_scientist status --db "$db" | head -16
 python3 -P -m kernel_scientist export --db "$db" --out "$out/best_kernel.py"
 benched=(--db "$db"); for extra in "$@"; do benched+=(--db "$extra"); done
 CUDA_VISIBLE_DEVICES=0 python3 scripts/bench_leaderboard.py "${benched[@]}" --out "$out/bench.json" --budget 0.4 \
-  --max-calls 30 --do-bench 2>&1 | tail -24
+  --max-calls 30 --do-bench ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.log" | tail -24
 wait
 tail -4 "$out/attacks.log" 2>/dev/null
