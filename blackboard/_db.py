@@ -39,6 +39,7 @@ from pathlib import Path
 
 SCHEMA_VERSION = 3
 SQLITE_HEADER = b"SQLite format 3\x00"
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 class BlackboardError(Exception):
@@ -129,6 +130,8 @@ def inspect(path: Path) -> int:
         raise BlackboardError(f"{path}: cannot read ({exc.strerror})") from exc
     if not header:
         raise BlackboardError(f"{path}: an empty file, not a kernel-scientist blackboard")
+    if header.startswith(GZIP_MAGIC):  # how blackboards are kept in docs/h200/
+        raise BlackboardError(f"{path}: a gzip file; unpack it first (gunzip -k {path}) and open the .sqlite")
     if header != SQLITE_HEADER:
         raise BlackboardError(f"{path}: not an SQLite file, so not a kernel-scientist blackboard")
     conn, _ = _open_readonly(path)

@@ -6,6 +6,7 @@ created beside the blackboard, such as SQLite's ``-wal`` and ``-shm``, counts as
 """
 
 import argparse
+import gzip
 import os
 import re
 import shutil
@@ -65,11 +66,13 @@ def _not_blackboards(folder):
     conn.close()
     (folder / "empty.db").write_bytes(b"")
     (folder / "binary.db").write_bytes(bytes(range(256)) * 8)
+    (folder / "packed.sqlite.gz").write_bytes(gzip.compress(b"SQLite format 3\x00" + bytes(4080)))
     (folder / "folder.db").mkdir()
     return {
         "another program's SQLite database": (other, "not a kernel-scientist blackboard"),
         "an empty file": (folder / "empty.db", "an empty file"),
         "a binary file": (folder / "binary.db", "not an SQLite file"),
+        "a gzipped blackboard": (folder / "packed.sqlite.gz", "a gzip file; unpack it first (gunzip -k"),
         "a folder": (folder / "folder.db", "is a folder"),
         "a missing file": (folder / "missing.db", "no such blackboard file"),
     }
