@@ -100,6 +100,7 @@ def _gemm(
     RS: tl.constexpr = False,
     FMA: tl.constexpr = False,
     FLAT: tl.constexpr = True,
+    PF: tl.constexpr = False,
     c_desc=None,
     a8_ptr=None,
     b8_ptr=None,
@@ -185,13 +186,22 @@ def _gemm(
                 prev, prev_as, prev_bs = partial, a_s, b_s
             acc += prev * prev_as[:, None] * prev_bs[None, :]
         else:
+            # Token pf: the folded row scale of the next block is loaded one step ahead, so its
+            # global load is in flight during this block's dot (an H100 profile of campaign U's best
+            # showed its warps stalled on these loads: docs/h200.md, twenty-first session).
+            s_next = _row_scale(as_ptr, bs_ptr, 0, M, NBLK_N, offs_m, pid_n * BLOCK_N)
             for k0 in range(0, K, STEP):
                 m0, n0 = pid_m * BLOCK_M, pid_n * BLOCK_N
+                kb = k0 // 128
+                s = s_next
+                if PF:
+                    s_next = _row_scale(as_ptr, bs_ptr, (kb + 1) % tl.cdiv(K, 128), M, NBLK_N, offs_m, n0)
                 partial = _block(a_desc, b_desc, k0, m0, n0, BLOCK_M, BLOCK_N, SUBK, CONVERT, 0)
                 if TWO:
                     partial2 = _block(a_desc, b_desc, k0, m0, n0, BLOCK_M, BLOCK_N, SUBK, CONVERT, 128)
-                kb = k0 // 128
-                if FMA:
+                if FMA and PF:
+                    acc += partial * s[:, None]
+                elif FMA:
                     acc += partial * _row_scale(as_ptr, bs_ptr, kb, M, NBLK_N, offs_m, n0)[:, None]
                 else:
                     a_s, b_s = _scales(as_ptr, bs_ptr, kb, M, N, NBLK_N, offs_m, offs_n)
@@ -430,13 +440,16 @@ def make(variant: str, cfg):
     programs per SM, ``one`` the pre-pass inside the GEMM's launch behind a grid-wide barrier,
     ``ha``/``hb`` only b (or only a) converted by the pre-pass, the other operand's fp8 tiles
     converted in the kernel (half the pre-pass's traffic where that operand is the larger),
-    ``nofl`` the tile loop not flattened with the K loop; ``glu`` the single-partition Gluon kernel,
+    ``nofl`` the tile loop not flattened with the K loop, ``pf`` (with ``fma``) each block's row scale
+    loaded one step ahead; ``glu`` the single-partition Gluon kernel,
     ``glw`` the warp-specialised one (``ns`` without its turn barriers, ``r224`` its consumers'
     registers)."""
     bm, bn, warps, stages = cfg
     tokens = set(variant.split("_"))
     if "fma" in tokens and (bn > 128 or "two" in tokens or "lag" in tokens):
         raise ValueError("fma needs BLOCK_N <= 128 (one b scale per tile and K block), without two or lag")
+    if "pf" in tokens and ("fma" not in tokens or tokens & {"two", "rs", "lag", "stk", "sk", "lean"}):
+        raise ValueError("pf: the folded scale (fma) in the plain persistent loop only")
     if "stk" in tokens and (bn > 128 or tokens & {"ws", "sk", "ha", "hb", "one", "inreg", "lean"}):
         raise ValueError("stk: the plain persistent loop with the folded scale (BLOCK_N <= 128) only")
     if ("ha" in tokens or "hb" in tokens) and tokens & {"sk", "one", "inreg", "lean"}:
@@ -467,6 +480,7 @@ def make(variant: str, cfg):
         RS="rs" in tokens,
         FMA="fma" in tokens,
         FLAT="nofl" not in tokens,
+        PF="pf" in tokens,
         num_warps=warps,
         num_stages=stages,
     )
