@@ -189,16 +189,17 @@ def _gemm(
             # Token pf: the folded row scale of the next block is loaded one step ahead, so its
             # global load is in flight during this block's dot (an H100 profile of campaign U's best
             # showed its warps stalled on these loads: docs/h200.md, twenty-first session).
-            s_next = _row_scale(as_ptr, bs_ptr, 0, M, NBLK_N, offs_m, pid_n * BLOCK_N)
+            if PF:
+                s_next = _row_scale(as_ptr, bs_ptr, 0, M, NBLK_N, offs_m, pid_n * BLOCK_N)
             for k0 in range(0, K, STEP):
                 m0, n0 = pid_m * BLOCK_M, pid_n * BLOCK_N
-                kb = k0 // 128
-                s = s_next
                 if PF:
-                    s_next = _row_scale(as_ptr, bs_ptr, (kb + 1) % tl.cdiv(K, 128), M, NBLK_N, offs_m, n0)
+                    s = s_next
+                    s_next = _row_scale(as_ptr, bs_ptr, (k0 // 128 + 1) % tl.cdiv(K, 128), M, NBLK_N, offs_m, n0)
                 partial = _block(a_desc, b_desc, k0, m0, n0, BLOCK_M, BLOCK_N, SUBK, CONVERT, 0)
                 if TWO:
                     partial2 = _block(a_desc, b_desc, k0, m0, n0, BLOCK_M, BLOCK_N, SUBK, CONVERT, 128)
+                kb = k0 // 128
                 if FMA and PF:
                     acc += partial * s[:, None]
                 elif FMA:
