@@ -48,6 +48,17 @@ def _row_scale(as_ptr, bs_ptr, kb, M, NBLK_N, offs_m, n0):
 
 
 @triton.jit
+def _row_scale_tma(as_desc, bs_ptr, kb, NBLK_N, m0, n0, BLOCK_M: tl.constexpr):
+    """Token ``tsc``: ``_row_scale`` with the a scales copied by the tensor-memory engine (a [1,
+    BLOCK_M] box of the [K/128, M] scale array), so they travel through the loop's asynchronous
+    pipeline like the operand tiles instead of an ordinary global load that the warps wait on (the
+    top stall reason in an H100 profile of campaign U's best: docs/h200.md, twenty-first session).
+    Rows past M read as 0 (their results are dropped)."""
+    a_s = tl.reshape(as_desc.load([kb, m0]), (BLOCK_M,))
+    return a_s * tl.load(bs_ptr + kb * NBLK_N + n0 // 128)
+
+
+@triton.jit
 def _block(a_desc, b_desc, k0, m0, n0, BLOCK_M, BLOCK_N, SUBK, CONVERT, LO):
     """One 128-deep scale block's product (from k0 + LO) in SUBK-deep dots; CONVERT: fp8 tiles to fp16 first."""
     partial = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -101,6 +112,7 @@ def _gemm(
     FMA: tl.constexpr = False,
     FLAT: tl.constexpr = True,
     PF: tl.constexpr = False,
+    TSC: tl.constexpr = False,
     c_desc=None,
     a8_ptr=None,
     b8_ptr=None,
@@ -135,6 +147,10 @@ def _gemm(
     else:
         a_desc = a_ptr
         b_desc = b_ptr
+    if TSC:
+        as_desc = tl.make_tensor_descriptor(
+            as_ptr, shape=[tl.cdiv(K, 128), M], strides=[M, 1], block_shape=[1, BLOCK_M]
+        )
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     num_tiles = num_pid_m * num_pid_n
@@ -202,6 +218,8 @@ def _gemm(
                 kb = k0 // 128
                 if FMA and PF:
                     acc += partial * s[:, None]
+                elif FMA and TSC:
+                    acc += partial * _row_scale_tma(as_desc, bs_ptr, kb, NBLK_N, m0, n0, BLOCK_M)[:, None]
                 elif FMA:
                     acc += partial * _row_scale(as_ptr, bs_ptr, kb, M, NBLK_N, offs_m, n0)[:, None]
                 else:
@@ -287,7 +305,19 @@ def _gemm_sk(
 
 @triton.jit
 def _tile_part(
-    a_desc, b_desc, as_ptr, bs_ptr, M, NBLK_N, pid_m, pid_n, kb_lo, kb_hi, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr
+    a_desc,
+    b_desc,
+    as_ptr,
+    bs_ptr,
+    M,
+    NBLK_N,
+    pid_m,
+    pid_n,
+    kb_lo,
+    kb_hi,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    as_desc=None,
 ):
     """Scale blocks kb_lo..kb_hi-1 of one output tile, the scales folded per row (token ``fma``)."""
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -296,7 +326,13 @@ def _tile_part(
         a = a_desc.load([kb * 128, pid_m * BLOCK_M])
         b = b_desc.load([kb * 128, pid_n * BLOCK_N])
         partial = tl.dot(a.T, b)
-        acc += partial * _row_scale(as_ptr, bs_ptr, kb, M, NBLK_N, offs_m, pid_n * BLOCK_N)[:, None]
+        if as_desc is not None:  # token tsc
+            acc += (
+                partial
+                * _row_scale_tma(as_desc, bs_ptr, kb, NBLK_N, pid_m * BLOCK_M, pid_n * BLOCK_N, BLOCK_M)[:, None]
+            )
+        else:
+            acc += partial * _row_scale(as_ptr, bs_ptr, kb, M, NBLK_N, offs_m, pid_n * BLOCK_N)[:, None]
     return acc
 
 
@@ -318,6 +354,7 @@ def _gemm_stk(
     BLOCK_N: tl.constexpr,
     GROUP_M: tl.constexpr,
     NUM_PROGS: tl.constexpr,
+    TSC: tl.constexpr = False,
 ):
     """Stream-K over the fp16 copies (token ``stk``): the first DP_TILES tiles go whole to the
     persistent programs in turn; the scale blocks of the other tiles are shared out evenly, one
@@ -329,6 +366,11 @@ def _gemm_stk(
     a_desc = tl.make_tensor_descriptor(a_ptr, shape=[K, M], strides=[M, 1], block_shape=[128, BLOCK_M])
     b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[N, 1], block_shape=[128, BLOCK_N])
     c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
+    as_desc = None
+    if TSC:
+        as_desc = tl.make_tensor_descriptor(
+            as_ptr, shape=[tl.cdiv(K, 128), M], strides=[M, 1], block_shape=[1, BLOCK_M]
+        )
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     num_tiles = num_pid_m * num_pid_n
@@ -336,7 +378,7 @@ def _gemm_stk(
     pid = tl.program_id(0)
     for tile in range(pid, DP_TILES, NUM_PROGS):
         pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
-        acc = _tile_part(a_desc, b_desc, as_ptr, bs_ptr, M, NBLK_N, pid_m, pid_n, 0, kblocks, BLOCK_M, BLOCK_N)
+        acc = _tile_part(a_desc, b_desc, as_ptr, bs_ptr, M, NBLK_N, pid_m, pid_n, 0, kblocks, BLOCK_M, BLOCK_N, as_desc)
         c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(tl.bfloat16))
     sk_iters = (num_tiles - DP_TILES) * kblocks
     lo = pid * sk_iters // NUM_PROGS
@@ -349,7 +391,7 @@ def _gemm_stk(
         pid_m, pid_n = grouped_tile(DP_TILES + t, num_pid_m, num_pid_n, GROUP_M)
         k_lo = seg_lo - tile_start
         k_hi = end - tile_start
-        acc = _tile_part(a_desc, b_desc, as_ptr, bs_ptr, M, NBLK_N, pid_m, pid_n, k_lo, k_hi, BLOCK_M, BLOCK_N)
+        acc = _tile_part(a_desc, b_desc, as_ptr, bs_ptr, M, NBLK_N, pid_m, pid_n, k_lo, k_hi, BLOCK_M, BLOCK_N, as_desc)
         if k_hi < kblocks:
             # A tile's beginning (or middle): this program's first segment, its one workspace slot.
             tl.store(ws_ptr + pid * BLOCK_M * BLOCK_N + local, acc)
@@ -442,7 +484,7 @@ def make(variant: str, cfg):
     ``ha``/``hb`` only b (or only a) converted by the pre-pass, the other operand's fp8 tiles
     converted in the kernel (half the pre-pass's traffic where that operand is the larger),
     ``nofl`` the tile loop not flattened with the K loop, ``pf`` (with ``fma``) each block's row scale
-    loaded one step ahead; ``glu`` the single-partition Gluon kernel,
+    loaded one step ahead, ``tsc`` (with ``fma`` or ``stk``) the a scales copied by a tensor descriptor; ``glu`` the single-partition Gluon kernel,
     ``glw`` the warp-specialised one (``ns`` without its turn barriers, ``r224`` its consumers'
     registers)."""
     bm, bn, warps, stages = cfg
@@ -451,6 +493,10 @@ def make(variant: str, cfg):
         raise ValueError("fma needs BLOCK_N <= 128 (one b scale per tile and K block), without two or lag")
     if "pf" in tokens and ("fma" not in tokens or tokens & {"two", "rs", "lag", "stk", "sk", "lean"}):
         raise ValueError("pf: the folded scale (fma) in the plain persistent loop only")
+    if "tsc" in tokens and (
+        "fma" not in tokens and "stk" not in tokens or tokens & {"two", "rs", "lag", "pf", "sk", "lean"}
+    ):
+        raise ValueError("tsc: the folded scale (fma) in the persistent loop or stk only")
     if "stk" in tokens and (bn > 128 or tokens & {"ws", "sk", "ha", "hb", "one", "inreg", "lean"}):
         raise ValueError("stk: the plain persistent loop with the folded scale (BLOCK_N <= 128) only")
     if ("ha" in tokens or "hb" in tokens) and tokens & {"sk", "one", "inreg", "lean"}:
@@ -482,6 +528,7 @@ def make(variant: str, cfg):
         FMA="fma" in tokens,
         FLAT="nofl" not in tokens,
         PF="pf" in tokens,
+        TSC="tsc" in tokens,
         num_warps=warps,
         num_stages=stages,
     )
@@ -546,6 +593,7 @@ def make(variant: str, cfg):
                 BLOCK_N=bn,
                 GROUP_M=8,
                 NUM_PROGS=n_sms,
+                TSC="tsc" in tokens,
                 num_warps=warps,
                 num_stages=stages,
             )
