@@ -9,7 +9,7 @@ from .crossover import Crossover
 from .dependent_launch import DependentLaunch
 from .direct import DirectLaunch
 from .dispatch import ShapeDispatch
-from .hopper import ConversionPrepass, TensorDescriptors, WarpSpecialize
+from .hopper import ConversionPrepass, PerShapeWarpSpecialize, TensorDescriptors, WarpSpecialize
 from .launch import BlockSize, LaunchStages, LaunchWarps
 from .layout import LayoutPrepass
 from .order import GroupedOrder, Persistent, XcdRemap
@@ -34,6 +34,7 @@ _CLASSES = (
     Persistent,
     WarpSpecialize,
     StreamK,
+    PerShapeWarpSpecialize,
     ScaleFold,
     AmdKnobs,
     XcdRemap,

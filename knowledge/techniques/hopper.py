@@ -19,8 +19,8 @@ import re
 import textwrap
 
 from .._base import Form, NotApplicable, Param, Technique
-from .._regions import body, has, insert, insert_after_region, replace_body, replace_line, require
-from ._gemm import find_twin, gemm_kernel
+from .._regions import add_tunable, body, has, insert, insert_after_region, replace_body, replace_line, require
+from ._gemm import TWIN_SWITCH, find_twin, gemm_kernel
 from .precision import _dot_line
 from .split_k import WS_CONFLICT
 
@@ -341,7 +341,10 @@ class WarpSpecialize(Technique):
         return line, (start, end)
 
     def detect(self, source: str) -> dict[str, Param] | None:
-        return {"warp_specialize": "warp_specialize=True" in self._loop(source)[0]}
+        loop = self._loop(source)[0]
+        if PER_SHAPE_HEADER in loop:
+            raise NotApplicable(f"{self.name}: the tuner chooses the loop per shape here (ws_per_shape)")
+        return {"warp_specialize": "warp_specialize=True" in loop}
 
     def forms(self, source: str) -> list[Form]:
         return list(self._FORMS.values())
@@ -363,3 +366,81 @@ class WarpSpecialize(Technique):
             text = source[start:end]
             return source[:start] + text.replace(loop, header, 1) + source[end:]
         return replace_line(source, "tile", loop, header)
+
+
+PER_SHAPE_HEADER = "warp_specialize=WS_LOOP"  # how the persistent loop reads once ws_per_shape is applied
+_SWITCHES = re.compile(r"^TUNING_SWITCHES = \{(?P<items>.*)\}$", re.M)
+_TRIALS = (
+    "for (block_m, block_n, warps, stages), choice in itertools.product(TUNING_SPACE, itertools.product(*switches)):"
+)
+
+
+class PerShapeWarpSpecialize(Technique):
+    name = "ws_per_shape"
+    title = "Warp specialisation chosen per shape by the in-submission tuner"
+    category = "tuning"
+    prose = (
+        "Whether a warp-specialised persistent loop beats the plain one depends on the shape: "
+        "where each tile's K loop is long the producer warps keep the copies ahead of the scaled "
+        "adds, but where K is short or the tiles are few the split costs more than it hides (its "
+        "barriers, a consumer epilogue per warpgroup, fewer registers per consumer), and the plain "
+        "flattened loop can be several times faster on such a shape. So instead of one choice for "
+        "every shape, the loop takes warp_specialize from a WS_LOOP constexpr that the in-submission "
+        "tuner times both ways per shape, with every launch setting. It costs one more compile per "
+        "setting on a kernel's first call of a shape (untimed), nothing per call later. Needs the "
+        "tuner (in_submission_tuning) and the persistent loop; on a stream-K kernel it rewrites the "
+        "loop of the copy of the kernel as it was (the stream-K loop stays plain), and the tuner "
+        "skips the switch where STREAM_K is 1 (that kernel has no such loop)."
+    )
+    prior_min, prior_max = 0.0, 0.06
+    novelty = 0.6
+    vendors = ("nvidia",)
+    form = Form(
+        {"per_shape": True},
+        "warp specialisation per shape",
+        [
+            "the persistent loop becomes tl.range(..., flatten=True, warp_specialize=WS_LOOP)",
+            "add a WS_LOOP constexpr (1) to the config, select_config and the kernel(s)",
+            "add WS_LOOP (0, 1) to TUNING_SWITCHES; the tuner skips it where STREAM_K is 1",
+        ],
+    )
+
+    def detect(self, source: str) -> dict[str, Param] | None:
+        loop, _ = WarpSpecialize()._loop(source)
+        if PER_SHAPE_HEADER in loop:
+            return {"per_shape": True}
+        if not has(source, "tuning") or _SWITCHES.search(source) is None or _TRIALS not in source:
+            raise NotApplicable(
+                f"{self.name}: the kernel has no in-submission tuner with structure switches; apply in_submission_tuning first"
+            )
+        return None
+
+    def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
+        if self._has_form(source, params):
+            return source
+        if has(source, "split_k_reduce"):
+            raise NotApplicable(f"{self.name}: {WS_CONFLICT}")
+        header = f"for work_id in tl.range(tl.program_id(0), num_work, NUM_SMS, flatten=True, {PER_SHAPE_HEADER}):"
+        source = add_tunable(source, "WS_LOOP", 1)
+        loop, twin = WarpSpecialize()._loop(source)
+        if twin is None:
+            source = replace_line(source, "tile", loop, header)
+        else:
+            start, end = twin
+            text = source[start:end]
+            if TWIN_SWITCH not in text:
+                raise NotApplicable(f"{self.name}: stream_k's copy of the kernel has no STREAM_K parameter line")
+            text = text.replace(loop, header, 1).replace(TWIN_SWITCH, "    WS_LOOP: tl.constexpr,\n" + TWIN_SWITCH, 1)
+            source = source[:start] + text + source[end:]
+        found = _SWITCHES.search(source)
+        assert found is not None  # detect checked
+        items = found.group("items").strip()
+        switches = f'TUNING_SWITCHES = {{{items}{", " if items else ""}"WS_LOOP": (0, 1)}}'
+        source = source[: found.start()] + switches + source[found.end() :]
+        indent = source[: source.index(_TRIALS)].rsplit("\n", 1)[1]
+        skip = (
+            f'{indent}    if dict(choice).get("STREAM_K") and not dict(choice).get("WS_LOOP", 1):\n'
+            f"{indent}        continue  # the stream-K kernel has no warp-specialised loop: its WS_LOOP 1 trial is the one\n"
+        )
+        at = source.index(_TRIALS) + len(_TRIALS) + 1
+        return source[:at] + skip + source[at:]

@@ -260,6 +260,7 @@ class _HopperSplitK(SplitK, replaces_on="nvidia"):
             raise NotApplicable("split_k: this kernel already splits K with a host-side reduction")
         if has(source, "stream_k_schedule"):
             raise NotApplicable(_STREAM_K)
-        if WS_MARK in "\n".join(body(source, "tile")):  # the GEMM kernel's own loop
+        tile = "\n".join(body(source, "tile"))  # the GEMM kernel's own loop (ws_per_shape's may specialise)
+        if WS_MARK in tile or "warp_specialize=WS_LOOP" in tile:
             raise NotApplicable(f"split_k: {WS_CONFLICT}")
         return install_reduce(source, value)
