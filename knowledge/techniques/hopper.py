@@ -392,7 +392,9 @@ class PerShapeWarpSpecialize(Technique):
         "loop of the copy of the kernel as it was (the stream-K loop stays plain), and the tuner "
         "skips the switch where STREAM_K is 1 (that kernel has no such loop)."
     )
-    prior_min, prior_max = 0.0, 0.06
+    # Small either way on an H100 (docs/h200.md, twenty-second session): +2.2% in campaign V,
+    # +1.4, -1.1 and +0.3% on campaign T's best in three runs of the benchmark.
+    prior_min, prior_max = -0.01, 0.05
     novelty = 0.6
     vendors = ("nvidia",)
     form = Form(

@@ -36,6 +36,7 @@ _TUNER = '''
 # region: tuning
 TUNING_SPACE = {space}
 TUNING_BUDGET_S = 30.0  # per shape: stop trying settings after this long (compiles included)
+FINALISTS, RETIMES = 3, 3  # the closest settings timed again, interleaved, before one is kept
 _TUNED = {{}}  # (m, n, k) -> the fastest launch settings; settings only, never a result
 
 
@@ -69,8 +70,8 @@ def _timed(launch, trial):
 
 def tuned(key, cfg, launch):
     """The fastest of TUNING_SPACE, each setting with each value of the structure switches the
-    settings carry, timed with device events on the first call of a shape; settings that fail to
-    compile are skipped."""
+    settings carry, timed with device events on the first call of a shape, the closest few timed
+    again; settings that fail to compile are skipped."""
     best = _TUNED.get(key)
     if best is not None:
         return best
@@ -87,6 +88,16 @@ def tuned(key, cfg, launch):
         ms = _timed(launch, trial)
         if ms is not None:
             timings.append((ms, len(timings), trial))
+    # One short timing can rank close settings wrongly (clocks still rising after a compile, a
+    # neighbour's work): the FINALISTS fastest are timed again, in turn, RETIMES times, and each
+    # keeps its best time. A few milliseconds per shape, on its untimed first call.
+    finalists = sorted(timings)[:FINALISTS]
+    if len(finalists) > 1:
+        fastest = {{place: ms for ms, place, _ in finalists}}
+        for _ in range(RETIMES):
+            for _, place, trial in finalists:
+                fastest[place] = min(fastest[place], _timed(launch, trial) or fastest[place])
+        timings = [(fastest[place], place, trial) for _, place, trial in finalists]
     best = min(timings)[2] if timings else cfg
     _TUNED[key] = best
     return best
