@@ -105,3 +105,22 @@ def test_the_tuner_times_the_switch_where_it_exists(tmp_path, monkeypatch):
     monkeypatch.setattr(namespace, "torch", SimpleNamespace(cuda=clock))
     best = namespace.tuned((4, 5, 6), {"WS_LOOP": 1}, clock.launch)
     assert (_tile(best), best["WS_LOOP"]) == (space[0], 0) and len(_trials(clock)) == 2 * len(space)
+
+
+def test_stream_k_after_it_keeps_the_switch_in_the_copy(tmp_path):
+    """The other order: stream_k applied to a kernel that already has the switch copies it into
+    the kernel as it was, and the stream-K kernel takes the parameter without a loop to use it in."""
+    source = NVIDIA["stream_k"].rewrite(_line(PER_SHAPE), {"stream_k": True})
+    twin = source[source.index("def fp8_gemm_kernel_whole(") : source.index("def fp8_gemm_kernel(")]
+    main = source[source.index("def fp8_gemm_kernel(") : source.index("# endregion: tile")]
+    assert "warp_specialize=WS_LOOP" in twin and "WS_LOOP: tl.constexpr" in twin
+    assert "WS_LOOP: tl.constexpr" in main and "warp_specialize" not in main
+    assert NVIDIA["ws_per_shape"].detect(source) == {"per_shape": True}
+    assert source.count('if dict(choice).get("STREAM_K")') == 1
+    for stream_k in (0, 1):
+        module = load_submission(
+            set_constant(set_constant(set_constant(source, "WS_LOOP", 0), "NUM_SMS", 4), "STREAM_K", stream_k),
+            tmp_path,
+            f"after{stream_k}",
+        )
+        _right(module, SHAPES[:2], calls=1)
