@@ -22,7 +22,7 @@ from .._base import Form, NotApplicable, Param, Technique
 from .._regions import add_tunable, body, has, insert, insert_after_region, replace_body, replace_line, require
 from ._gemm import TWIN_SWITCH, find_twin, gemm_kernel
 from .precision import _dot_line
-from .split_k import WS_CONFLICT
+from .split_k import WS_CONFLICT, WS_SWITCH_MARK
 
 _PREPASS_KERNEL = '''
 # region: prepass_kernel
@@ -342,7 +342,7 @@ class WarpSpecialize(Technique):
 
     def detect(self, source: str) -> dict[str, Param] | None:
         loop = self._loop(source)[0]
-        if PER_SHAPE_HEADER in loop:
+        if WS_SWITCH_MARK in loop:
             raise NotApplicable(f"{self.name}: the tuner chooses the loop per shape here (ws_per_shape)")
         return {"warp_specialize": "warp_specialize=True" in loop}
 
@@ -368,7 +368,6 @@ class WarpSpecialize(Technique):
         return replace_line(source, "tile", loop, header)
 
 
-PER_SHAPE_HEADER = "warp_specialize=WS_LOOP"  # how the persistent loop reads once ws_per_shape is applied
 _SWITCHES = re.compile(r"^TUNING_SWITCHES = \{(?P<items>.*)\}$", re.M)
 _TRIALS = (
     "for (block_m, block_n, warps, stages), choice in itertools.product(TUNING_SPACE, itertools.product(*switches)):"
@@ -409,7 +408,7 @@ class PerShapeWarpSpecialize(Technique):
 
     def detect(self, source: str) -> dict[str, Param] | None:
         loop, _ = WarpSpecialize()._loop(source)
-        if PER_SHAPE_HEADER in loop:
+        if WS_SWITCH_MARK in loop:
             return {"per_shape": True}
         if not has(source, "tuning") or _SWITCHES.search(source) is None or _TRIALS not in source:
             raise NotApplicable(
@@ -422,7 +421,7 @@ class PerShapeWarpSpecialize(Technique):
             return source
         if has(source, "split_k_reduce"):
             raise NotApplicable(f"{self.name}: {WS_CONFLICT}")
-        header = f"for work_id in tl.range(tl.program_id(0), num_work, NUM_SMS, flatten=True, {PER_SHAPE_HEADER}):"
+        header = f"for work_id in tl.range(tl.program_id(0), num_work, NUM_SMS, flatten=True, {WS_SWITCH_MARK}):"
         source = add_tunable(source, "WS_LOOP", 1)
         loop, twin = WarpSpecialize()._loop(source)
         if twin is None:

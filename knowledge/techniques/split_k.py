@@ -218,6 +218,7 @@ def install_reduce(source: str, most: int) -> str:
 # warpgroup, so the per-tile counter counts every slice twice and a tile is reduced before its
 # last slice's lower half arrives.
 WS_MARK = "warp_specialize=True"
+WS_SWITCH_MARK = "warp_specialize=WS_LOOP"  # ws_per_shape's loop: warp-specialised where the tuner says
 WS_CONFLICT = (
     "the warp-specialised loop runs the epilogue once per consumer warpgroup, so the per-tile "
     "arrival counter of the in-kernel split-K reduction would count each slice twice; use one or the other"
@@ -261,6 +262,6 @@ class _HopperSplitK(SplitK, replaces_on="nvidia"):
         if has(source, "stream_k_schedule"):
             raise NotApplicable(_STREAM_K)
         tile = "\n".join(body(source, "tile"))  # the GEMM kernel's own loop (ws_per_shape's may specialise)
-        if WS_MARK in tile or "warp_specialize=WS_LOOP" in tile:
+        if WS_MARK in tile or WS_SWITCH_MARK in tile:
             raise NotApplicable(f"split_k: {WS_CONFLICT}")
         return install_reduce(source, value)
