@@ -4,8 +4,6 @@ stream-K, both values right in Triton's CPU interpreter, and the tuner's trials.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 from kernel_scientist.knowledge import NotApplicable
 from kernel_scientist.knowledge._regions import set_constant
@@ -92,7 +90,7 @@ def test_the_tuner_times_the_switch_where_it_exists(tmp_path, monkeypatch):
         return 1.0 + 0.1 * cfg["WS_LOOP"]
 
     clock = _Clock(cost)
-    monkeypatch.setattr(namespace, "torch", SimpleNamespace(cuda=clock))
+    monkeypatch.setattr(namespace, "torch", clock.torch())
     best = namespace.tuned((1, 2, 3), {"STREAM_K": 1, "WS_LOOP": 1}, clock.launch)
     assert (_tile(best), best["STREAM_K"], best["WS_LOOP"]) == (space[1], 0, 0)
     trials = _trials(clock)
@@ -102,7 +100,7 @@ def test_the_tuner_times_the_switch_where_it_exists(tmp_path, monkeypatch):
     source = NVIDIA["ws_per_shape"].rewrite(_line(), {"per_shape": True})
     namespace = load_submission(source, tmp_path, "tuner2").module
     clock = _Clock(lambda cfg: 1.0 - 0.5 * (cfg["WS_LOOP"] == 0 and _tile(cfg) == space[0]))
-    monkeypatch.setattr(namespace, "torch", SimpleNamespace(cuda=clock))
+    monkeypatch.setattr(namespace, "torch", clock.torch())
     best = namespace.tuned((4, 5, 6), {"WS_LOOP": 1}, clock.launch)
     assert (_tile(best), best["WS_LOOP"]) == (space[0], 0) and len(_trials(clock)) == 2 * len(space)
 

@@ -36,8 +36,10 @@ _TUNER = '''
 # region: tuning
 TUNING_SPACE = {space}
 TUNING_BUDGET_S = 30.0  # per shape: stop trying settings after this long (compiles included)
-FINALISTS, RETIMES = 3, 3  # the closest settings timed again, interleaved, before one is kept
 _TUNED = {{}}  # (m, n, k) -> the fastest launch settings; settings only, never a result
+TIMED_LAUNCHES = 10  # per setting, each after the cache is overwritten; the median is kept
+EVICT_BYTES = 256 << 20  # written before each timed launch: as triton's do_bench, more than Hopper's L2
+_EVICT = []  # that buffer, made on the first tuning call; scratch only, never a result
 
 
 # Structure switches of the kernel (stream_k's STREAM_K): where the settings carry one, every
@@ -46,32 +48,34 @@ TUNING_SWITCHES = {{"STREAM_K": (0, 1)}}
 
 
 def _timed(launch, trial):
-    """Milliseconds per launch of ``trial``, over about 2 ms of launches after one that compiles it
-    and two that wake the clocks (a GPU left idle by a compile runs its first launches slowly);
-    None where this GPU cannot run it (too much shared memory, say)."""
+    """Median milliseconds of TIMED_LAUNCHES launches of ``trial``, each timed alone after L2 is
+    overwritten, as the scoring protocols time a call (a flushed cache, each call by itself), so
+    a setting is not chosen for how it runs on operands a previous launch left in L2; after one
+    launch that compiles it and two that wake the clocks. None where this GPU cannot run it (too
+    much shared memory, say)."""
     try:
         launch(trial)  # compiles on first use
     except Exception:  # noqa: BLE001 - a setting this GPU cannot run is simply not a candidate
         return None
     launch(trial)
     launch(trial)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    reps, per = 3, 0.0
-    for _ in range(2):  # a first estimate, then about 2 ms of launches
+    if not _EVICT:
+        _EVICT.append(torch.empty(EVICT_BYTES // 4, dtype=torch.int32, device="cuda"))
+    pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(TIMED_LAUNCHES)]
+    for start, end in pairs:
+        _EVICT[0].zero_()
         start.record()
-        for _ in range(reps):
-            launch(trial)
+        launch(trial)
         end.record()
-        end.synchronize()
-        per = start.elapsed_time(end) / reps
-        reps = max(3, min(100, int(2.0 / max(per, 1e-3))))
-    return per
+    pairs[-1][1].synchronize()
+    times = sorted(start.elapsed_time(end) for start, end in pairs)
+    return times[len(times) // 2]
 
 
 def tuned(key, cfg, launch):
     """The fastest of TUNING_SPACE, each setting with each value of the structure switches the
-    settings carry, timed with device events on the first call of a shape, the closest few timed
-    again; settings that fail to compile are skipped."""
+    settings carry, timed with device events on the first call of a shape; settings that fail to
+    compile are skipped."""
     best = _TUNED.get(key)
     if best is not None:
         return best
@@ -88,16 +92,6 @@ def tuned(key, cfg, launch):
         ms = _timed(launch, trial)
         if ms is not None:
             timings.append((ms, len(timings), trial))
-    # One short timing can rank close settings wrongly (clocks still rising after a compile, a
-    # neighbour's work): the FINALISTS fastest are timed again, in turn, RETIMES times, and each
-    # keeps its best time. A few milliseconds per shape, on its untimed first call.
-    finalists = sorted(timings)[:FINALISTS]
-    if len(finalists) > 1:
-        fastest = {{place: ms for ms, place, _ in finalists}}
-        for _ in range(RETIMES):
-            for _, place, trial in finalists:
-                fastest[place] = min(fastest[place], _timed(launch, trial) or fastest[place])
-        timings = [(fastest[place], place, trial) for _, place, trial in finalists]
     best = min(timings)[2] if timings else cfg
     _TUNED[key] = best
     return best
