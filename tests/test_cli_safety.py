@@ -183,8 +183,14 @@ def _evaluations(jsonl):
 
 def test_ctrl_c_is_one_line_exit_130_and_the_campaign_resumes(tmp_path):
     db = tmp_path / "stopped.sqlite"
-    # Its own session, and SIGINT to the whole group: what a terminal does on Ctrl-C.
-    proc = popen(*smoke_run(db, "--quiet", "--set", "campaign.hours=2"), start_new_session=True)
+    # Its own session, SIGINT at its default disposition (a shell's background job, a CI runner
+    # for one, may hand it down ignored, and Python then keeps it ignored, as it should), and
+    # SIGINT to the whole group: what a terminal does for its foreground job on Ctrl-C.
+    proc = popen(
+        *smoke_run(db, "--quiet", "--set", "campaign.hours=2"),
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         deadline = time.time() + 180
         while _evaluations(db.with_suffix(".jsonl")) < 3 and time.time() < deadline and proc.poll() is None:
