@@ -49,8 +49,8 @@ TUNING_SWITCHES = {{"STREAM_K": (0, 1)}}
 
 def _timed(launch, trial):
     """Median milliseconds of TIMED_LAUNCHES launches of ``trial``, each timed alone after L2 is
-    overwritten, as the scoring protocols time a call (a flushed cache, each call by itself), so
-    a setting is not chosen for how it runs on operands a previous launch left in L2; after one
+    overwritten, as a scored call meets it (a flushed cache or fresh inputs, one call at a time),
+    so a setting is not chosen for how it runs on operands a previous launch left in L2; after one
     launch that compiles it and two that wake the clocks. None where this GPU cannot run it (too
     much shared memory, say)."""
     try:
@@ -106,7 +106,9 @@ class InSubmissionTuning(Technique):
     prose = (
         "Instead of spending one scarce evaluation per launch setting, the submission carries a "
         "small space of settings (tile, warps, stages) and times each with device events on the "
-        "first call of every new shape, keeping the fastest (the idea behind triton.autotune, "
+        "first call of every new shape, each launch after the cache is overwritten as a scored "
+        "call meets it (timed back to back, a setting is judged on operands left in L2), keeping "
+        "the fastest (the idea behind triton.autotune, "
         "without its per-call overhead). Leaderboard harnesses run each shape once untimed first, "
         "so the search is free for the score, and shapes nobody tuned for still get a good "
         "setting. Bounded in time per shape; settings that cannot compile are skipped. Later "
@@ -134,7 +136,7 @@ class InSubmissionTuning(Technique):
                 f"tune {len(options)} settings per shape",
                 [
                     f"carry {len(options)} launch settings {list(options)} (BLOCK_M, BLOCK_N, warps, stages)",
-                    "on the first call of a shape time each with device events, keep the fastest",
+                    "on the first call of a shape time each with device events, each launch after L2 is overwritten; keep the fastest",
                     "wrap the grid and launch code in a local launch(cfg) function",
                 ],
             )
