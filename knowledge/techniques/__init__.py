@@ -12,7 +12,6 @@ from .dispatch import ShapeDispatch
 from .hopper import ConversionPrepass, PerShapeWarpSpecialize, TensorDescriptors, WarpSpecialize
 from .launch import BlockSize, LaunchStages, LaunchWarps
 from .layout import LayoutPrepass
-from .operand_per_shape import OperandPerShape
 from .order import GroupedOrder, Persistent, XcdRemap
 from .precision import AccumulationPrecision
 from .replay import LaunchReplay
@@ -36,7 +35,6 @@ _CLASSES = (
     WarpSpecialize,
     StreamK,
     PerShapeWarpSpecialize,
-    OperandPerShape,
     ScaleFold,
     AmdKnobs,
     XcdRemap,
