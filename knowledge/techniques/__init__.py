@@ -12,6 +12,7 @@ from .dispatch import ShapeDispatch
 from .hopper import ConversionPrepass, PerShapeWarpSpecialize, TensorDescriptors, WarpSpecialize
 from .launch import BlockSize, LaunchStages, LaunchWarps
 from .layout import LayoutPrepass
+from .operand_per_shape import OperandPerShape
 from .order import GroupedOrder, Persistent, XcdRemap
 from .precision import AccumulationPrecision
 from .replay import LaunchReplay
@@ -35,6 +36,7 @@ _CLASSES = (
     WarpSpecialize,
     StreamK,
     PerShapeWarpSpecialize,
+    OperandPerShape,
     ScaleFold,
     AmdKnobs,
     XcdRemap,

@@ -1,0 +1,143 @@
+"""Which operands the fp16 pre-pass converts, chosen per shape by the in-submission tuner.
+
+Why: the pre-pass reads one byte and writes two per element of both operands. Where one operand is
+large and the other small (m = 6144, n = 512 or 576, k = 7168), a's half of that traffic is most of
+the call; the GEMM can instead load a's fp8 tiles by TMA and convert them in registers, at the price
+of a conversion per tile and per reuse. Measured on an H100 (docs/h200.md, twenty-sixth session,
+``explore-hopper-13``): converting a in the kernel saved 16-17% on those two shapes and lost on most
+others. So neither is the default: an ``A_FP8`` constexpr switches a's conversion into the kernel,
+the pre-pass moves into ``launch(cfg)`` so that the tuner times it with the GEMM it feeds, and the
+tuner picks per shape. No measured number lives here; the tuner measures on the user's GPU.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .._base import Form, NotApplicable, Param, Technique
+from .._regions import add_tunable, body, has, insert, replace_body, require
+from .hopper import _SWITCHES, _TRIALS
+
+_A_LOAD = "a = a_desc.load([k0, pid_m * BLOCK_M]).T"
+_PREPASS_CALL = re.compile(r"^a, b = to_fp16\((?P<args>[^)]*)\)")
+_LAUNCH_ARGS = re.compile(r"^(?P<indent>\s*)a, b, a_scale, b_scale,", re.M)
+_SIGNATURE = "def to_fp16(a, b, scale=1.0):"
+_COUNTS = "    na, nb = a.numel(), b.numel()\n"
+
+
+class OperandPerShape(Technique):
+    name = "operand_per_shape"
+    title = "Which operands the fp16 pre-pass converts, chosen per shape by the in-submission tuner"
+    category = "tuning"
+    prose = (
+        "The fp16 pre-pass costs three bytes of memory traffic per element of both operands. Where "
+        "a is large and b small (many rows, few columns, long K) a's share of that traffic is a "
+        "large part of the call, and converting a's fp8 tiles in registers inside the GEMM (loaded "
+        "by TMA at one byte per element) is cheaper; where the tiles of a are reused by many "
+        "output tiles the repeated conversion costs more than the pre-pass saves. So an A_FP8 "
+        "constexpr makes the kernel convert a itself, the pre-pass then converts b alone (with "
+        "e4m3fnuz inputs it takes a's halving too: exact powers of two), and the pre-pass runs "
+        "inside launch(cfg) so that the in-submission tuner times both forms, pre-pass included, "
+        "with every setting on a shape's first call, on both structures where stream-K made two. "
+        "Needs the pre-pass, tensor descriptors and the tuner."
+    )
+    # A switch the tuner times loses only by its own noise; it gains on the shapes where a's half
+    # of the pre-pass is a large share of the call, a few of a typical set.
+    prior_min, prior_max = -0.01, 0.04
+    novelty = 0.6
+    vendors = ("nvidia",)
+    form = Form(
+        {"per_shape": True},
+        "a's conversion per shape",
+        [
+            "add an A_FP8 constexpr (0) to the config, select_config and the kernel(s)",
+            "in the K loop: if A_FP8, convert a's fp8 tile to fp16 in registers after its TMA load",
+            "move the pre-pass into launch(cfg): b always, a only where A_FP8 is 0",
+            "add A_FP8 (0, 1) to TUNING_SWITCHES: every setting is timed with both, on every structure",
+        ],
+    )
+
+    def detect(self, source: str) -> dict[str, Param] | None:
+        require(source, "prepare", "loads", why=self.name)
+        if has(source, "prepass_per_shape"):
+            return {"per_shape": True}
+        if not has(source, "prepass"):
+            raise NotApplicable(f"{self.name}: the kernel has no fp16 pre-pass; apply fp16_prepass first")
+        if not has(source, "descriptors"):
+            raise NotApplicable(f"{self.name}: a's fp8 tiles come by tensor descriptor; apply tma_descriptors first")
+        if not has(source, "tuning") or _SWITCHES.search(source) is None or _TRIALS not in source:
+            raise NotApplicable(
+                f"{self.name}: the kernel has no in-submission tuner with structure switches; apply in_submission_tuning first"
+            )
+        return None
+
+    def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
+        if self._has_form(source, params):
+            return source
+        require(source, "prepass_kernel", "grid", "launch", why=self.name)
+        call = next((_PREPASS_CALL.match(ln.strip()) for ln in body(source, "prepass") if ln.strip()), None)
+        if call is None:
+            raise NotApplicable(f"{self.name}: region prepass is not the one line `a, b = to_fp16(...)`")
+        if _A_LOAD not in [ln.strip() for ln in body(source, "loads")]:
+            raise NotApplicable(f"{self.name}: region loads has no `{_A_LOAD}` line")
+        launch = "\n".join(body(source, "launch"))
+        if not _LAUNCH_ARGS.search(launch):
+            raise NotApplicable(f"{self.name}: the launch does not pass `a, b, a_scale, b_scale, ...`")
+        converter = "\n".join(body(source, "prepass_kernel"))
+        if _SIGNATURE not in converter or _COUNTS not in converter + "\n":
+            raise NotApplicable(f"{self.name}: to_fp16 is not the catalogue's (one scale, both operands)")
+
+        # The converter: a may stay fp8; then b takes a's factor too (1 or 0.5, exact either way).
+        source = source.replace(_SIGNATURE, "def to_fp16(a, b, scale=1.0, convert_a=True):", 1)
+        source = source.replace(
+            _COUNTS,
+            _COUNTS
+            + "    if not convert_a:  # a stays fp8 (the GEMM converts its tiles): b carries both factors\n"
+            + "        na, scale = 0, scale * scale\n",
+            1,
+        )
+        # The pre-pass moves into launch(cfg), where the tuner times it with the GEMM it feeds.
+        args = call.group("args")
+        source = replace_body(
+            source,
+            "prepass",
+            "# a and b stay fp8 here: launch(cfg) converts them as its setting says (operand_per_shape)",
+        )
+        source = insert(
+            source,
+            "grid",
+            f"""
+            # region: prepass_per_shape
+            # The pre-pass runs per setting, so the tuner times it with the GEMM it feeds: b always,
+            # a only where the kernel does not convert a's fp8 tiles itself (A_FP8).
+            a16, b16 = to_fp16({args}, convert_a=not cfg["A_FP8"])
+            a_in = a if cfg["A_FP8"] else a16
+            # endregion: prepass_per_shape
+            """,
+            at="start",
+        )
+        regions = require(source, "launch", why=self.name)
+        lines = source.splitlines()
+        span = "\n".join(lines[regions["launch"].start + 1 : regions["launch"].end])
+        span = _LAUNCH_ARGS.sub(lambda m: f"{m['indent']}a_in, b16, a_scale, b_scale,", span)
+        lines[regions["launch"].start + 1 : regions["launch"].end] = span.splitlines()
+        source = "\n".join(lines) + "\n"
+
+        # The kernel converts a's tile in registers where A_FP8 (a compile-time branch).
+        source = add_tunable(source, "A_FP8", 0)
+        loads = require(source, "loads", why=self.name)["loads"]
+        lines = source.splitlines()
+        at = next(i for i in range(loads.start + 1, loads.end) if lines[i].strip() == _A_LOAD)
+        indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
+        lines[at + 1 : at + 1] = [
+            f"{indent}if A_FP8:",
+            f"{indent}    a = a.to(tl.float16)  # a's fp8 tile, converted here instead of in the pre-pass",
+        ]
+        source = "\n".join(lines) + "\n"
+
+        found = _SWITCHES.search(source)
+        assert found is not None  # detect checked
+        items = found.group("items").strip()
+        switches = f'TUNING_SWITCHES = {{{items}{", " if items else ""}"A_FP8": (0, 1)}}'
+        source = source[: found.start()] + switches + source[found.end() :]
+        return source
