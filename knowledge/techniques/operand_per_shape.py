@@ -1,13 +1,13 @@
 """Which operands the fp16 pre-pass converts, chosen per shape by the in-submission tuner.
 
 Why: the pre-pass reads one byte and writes two per element of both operands. Where one operand is
-large and the other small (m = 6144, n = 512 or 576, k = 7168), a's half of that traffic is most of
-the call; the GEMM can instead load a's fp8 tiles by TMA and convert them in registers, at the price
-of a conversion per tile and per reuse. Measured on an H100 (docs/h200.md, twenty-sixth session,
-``explore-hopper-13``): converting a in the kernel saved 16-17% on those two shapes and lost on most
-others. So neither is the default: an ``A_FP8`` constexpr switches a's conversion into the kernel,
-the pre-pass moves into ``launch(cfg)`` so that the tuner times it with the GEMM it feeds, and the
-tuner picks per shape. No measured number lives here; the tuner measures on the user's GPU.
+large and the other small (many rows, few columns, long K), a's half of that traffic is a large part
+of the call; the GEMM can instead load a's fp8 tiles by TMA and convert them in registers, at the
+price of a conversion per tile and per reuse. Neither wins everywhere (docs/h200.md, twenty-sixth
+and twenty-seventh sessions, says what was measured), so an ``A_FP8`` constexpr switches a's
+conversion into the kernel, the pre-pass moves into ``launch(cfg)`` so that the tuner times it with
+the GEMM it feeds, and the tuner picks per shape and structure. No measured number lives here; the
+tuner measures on the user's GPU.
 """
 
 from __future__ import annotations
