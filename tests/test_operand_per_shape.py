@@ -9,7 +9,7 @@ import pytest
 import torch
 from kernel_scientist.knowledge import NotApplicable
 from kernel_scientist.knowledge._regions import set_constant
-from test_stream_k import _Clock, _line, _right, _trials, reference
+from test_stream_k import _Clock, _line, _right, _tile, _trials, reference
 from test_task import load_submission
 from test_techniques import HOPPER_CHAIN, SEED
 
@@ -18,10 +18,6 @@ from kernel_scientist import knowledge
 NVIDIA = {t.name: t for t in knowledge.catalogue("nvidia")}
 STREAM_K = ("stream_k", {"stream_k": True})
 SHAPES = [(64, 64, 128), (192, 192, 512), (96, 192, 256)]
-
-
-def _tile(cfg) -> tuple:
-    return (cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["num_warps"], cfg["num_stages"])
 
 
 def _kernels(source: str) -> tuple[str, str]:

@@ -209,6 +209,11 @@ class _Clock:
         return _Event()
 
 
+def _tile(cfg) -> tuple:
+    """A setting's launch parameters, without its structure switches."""
+    return (cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["num_warps"], cfg["num_stages"])
+
+
 def _trials(clock) -> set[tuple]:
     return {tuple(sorted(cfg.items())) for cfg in clock.launched}
 
@@ -220,34 +225,31 @@ def test_the_tuner_times_every_setting_with_each_stream_k(tmp_path, monkeypatch)
     space = namespace.TUNING_SPACE
     assert "import itertools" in _line()
 
-    def tile(cfg):
-        return (cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["num_warps"], cfg["num_stages"])
-
     # Stream-K helps the third setting only: the pair (third, 1) beats (first, 0).
     def cost(cfg):
-        if tile(cfg) == space[0] and cfg["STREAM_K"] == 0:
+        if _tile(cfg) == space[0] and cfg["STREAM_K"] == 0:
             return 1.0
-        return 0.8 if tile(cfg) == space[2] and cfg["STREAM_K"] == 1 else 2.0
+        return 0.8 if _tile(cfg) == space[2] and cfg["STREAM_K"] == 1 else 2.0
 
     clock = _Clock(cost)
     monkeypatch.setattr(namespace, "torch", clock.torch())
     best = namespace.tuned((1, 2, 3), {"STREAM_K": 1, "GROUP_M": 8}, clock.launch)
-    assert (tile(best), best["STREAM_K"]) == (space[2], 1)
+    assert (_tile(best), best["STREAM_K"]) == (space[2], 1)
     assert len(_trials(clock)) == 2 * len(space)
-    clock = _Clock(lambda cfg: 1.0 if (tile(cfg), cfg["STREAM_K"]) == (space[0], 0) else 2.0)
+    clock = _Clock(lambda cfg: 1.0 if (_tile(cfg), cfg["STREAM_K"]) == (space[0], 0) else 2.0)
     monkeypatch.setattr(namespace, "torch", clock.torch())
     best = namespace.tuned((4, 5, 6), {"STREAM_K": 1}, clock.launch)
-    assert (tile(best), best["STREAM_K"]) == (space[0], 0)
+    assert (_tile(best), best["STREAM_K"]) == (space[0], 0)
 
     def fails(cfg):
-        if tile(cfg) == space[1]:
+        if _tile(cfg) == space[1]:
             raise RuntimeError("out of resource: shared memory")
-        return 1.0 if tile(cfg) == space[1] else 2.0 - 0.1 * (tile(cfg) == space[3])
+        return 1.0 if _tile(cfg) == space[1] else 2.0 - 0.1 * (_tile(cfg) == space[3])
 
     clock = _Clock(fails)
     monkeypatch.setattr(namespace, "torch", clock.torch())
     best = namespace.tuned((7, 8, 9), {"GROUP_M": 8}, clock.launch)
-    assert "STREAM_K" not in best and tile(best) == space[3] and len(_trials(clock)) == len(space)
+    assert "STREAM_K" not in best and _tile(best) == space[3] and len(_trials(clock)) == len(space)
     assert namespace.tuned((7, 8, 9), {"GROUP_M": 8}, clock.launch) is best  # cached per shape
 
 
@@ -258,22 +260,19 @@ def test_the_tuner_ranks_settings_as_a_flushed_call_runs_them(tmp_path, monkeypa
     namespace = load_submission(_line(("stream_k", {"stream_k": True})), tmp_path, "flushed").module
     space = namespace.TUNING_SPACE
 
-    def tile(cfg):
-        return (cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["num_warps"], cfg["num_stages"])
-
     def warm(cfg):  # back to back: the first setting wins
-        return 0.5 if tile(cfg) == space[0] else 1.0
+        return 0.5 if _tile(cfg) == space[0] else 1.0
 
     launches = {"third": 0}
 
     def cold(cfg):  # after a flush: the third setting wins, though one of its launches is slow
-        if tile(cfg) == space[2] and cfg["STREAM_K"] == 0:
+        if _tile(cfg) == space[2] and cfg["STREAM_K"] == 0:
             launches["third"] += 1
             return 5.0 if launches["third"] == 2 else 0.6  # its mean, 1.04, would lose to 0.9
-        return 0.9 if tile(cfg) == space[0] else 1.0
+        return 0.9 if _tile(cfg) == space[0] else 1.0
 
     clock = _Clock(warm, cold)
     monkeypatch.setattr(namespace, "torch", clock.torch())
     best = namespace.tuned((1, 2, 3), {"STREAM_K": 1}, clock.launch)
-    assert (tile(best), best["STREAM_K"]) == (space[2], 0)
+    assert (_tile(best), best["STREAM_K"]) == (space[2], 0)
     assert clock.flushes == namespace.TIMED_LAUNCHES * 2 * len(space)

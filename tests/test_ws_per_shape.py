@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from kernel_scientist.knowledge import NotApplicable
 from kernel_scientist.knowledge._regions import set_constant
-from test_stream_k import _Clock, _line, _right, _trials
+from test_stream_k import _Clock, _line, _right, _tile, _trials
 from test_task import load_submission
 from test_techniques import HOPPER_CHAIN, SEED
 
@@ -16,10 +16,6 @@ from kernel_scientist import knowledge
 NVIDIA = {t.name: t for t in knowledge.catalogue("nvidia")}
 PER_SHAPE = ("ws_per_shape", {"per_shape": True})
 SHAPES = [(64, 64, 128), (192, 192, 512), (96, 192, 256)]
-
-
-def _tile(cfg) -> tuple:
-    return (cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["num_warps"], cfg["num_stages"])
 
 
 def test_it_makes_the_loop_a_switch_once_on_either_structure():
