@@ -369,6 +369,17 @@ class WarpSpecialize(Technique):
 
 
 _SWITCHES = re.compile(r"^TUNING_SWITCHES = \{(?P<items>.*)\}$", re.M)
+
+
+def _add_switch(source: str, name: str) -> str:
+    """Add ``name: (0, 1)`` to the tuner's TUNING_SWITCHES (the caller's detect checked it is there)."""
+    found = _SWITCHES.search(source)
+    assert found is not None
+    items = found.group("items").strip()
+    switches = f'TUNING_SWITCHES = {{{items}{", " if items else ""}"{name}": (0, 1)}}'
+    return source[: found.start()] + switches + source[found.end() :]
+
+
 _TRIALS = (
     "for (block_m, block_n, warps, stages), choice in itertools.product(TUNING_SPACE, itertools.product(*switches)):"
 )
@@ -433,11 +444,7 @@ class PerShapeWarpSpecialize(Technique):
                 raise NotApplicable(f"{self.name}: stream_k's copy of the kernel has no STREAM_K parameter line")
             text = text.replace(loop, header, 1).replace(TWIN_SWITCH, "    WS_LOOP: tl.constexpr,\n" + TWIN_SWITCH, 1)
             source = source[:start] + text + source[end:]
-        found = _SWITCHES.search(source)
-        assert found is not None  # detect checked
-        items = found.group("items").strip()
-        switches = f'TUNING_SWITCHES = {{{items}{", " if items else ""}"WS_LOOP": (0, 1)}}'
-        source = source[: found.start()] + switches + source[found.end() :]
+        source = _add_switch(source, "WS_LOOP")
         indent = source[: source.index(_TRIALS)].rsplit("\n", 1)[1]
         skip = (
             f'{indent}    if dict(choice).get("STREAM_K") and not dict(choice).get("WS_LOOP", 1):\n'

@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 
 from .._base import Form, NotApplicable, Param, Technique
-from .._regions import add_tunable, body, has, insert, replace_body, require
-from .hopper import _SWITCHES, _TRIALS
+from .._regions import add_tunable, body, has, insert, insert_near, replace_body, require
+from .hopper import _SWITCHES, _TRIALS, _add_switch
 
 _A_LOAD = "a = a_desc.load([k0, pid_m * BLOCK_M]).T"
 _PREPASS_CALL = re.compile(r"^a, b = to_fp16\((?P<args>[^)]*)\)")
@@ -116,28 +116,19 @@ class OperandPerShape(Technique):
             """,
             at="start",
         )
-        regions = require(source, "launch", why=self.name)
-        lines = source.splitlines()
-        span = "\n".join(lines[regions["launch"].start + 1 : regions["launch"].end])
-        span = _LAUNCH_ARGS.sub(lambda m: f"{m['indent']}a_in, b16, a_scale, b_scale,", span)
-        lines[regions["launch"].start + 1 : regions["launch"].end] = span.splitlines()
-        source = "\n".join(lines) + "\n"
+        launch = "\n".join(body(source, "launch"))
+        source = replace_body(source, "launch", _LAUNCH_ARGS.sub(r"\g<indent>a_in, b16, a_scale, b_scale,", launch))
 
         # The kernel converts a's tile in registers where A_FP8 (a compile-time branch).
         source = add_tunable(source, "A_FP8", 0)
-        loads = require(source, "loads", why=self.name)["loads"]
-        lines = source.splitlines()
-        at = next(i for i in range(loads.start + 1, loads.end) if lines[i].strip() == _A_LOAD)
-        indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
-        lines[at + 1 : at + 1] = [
-            f"{indent}if A_FP8:",
-            f"{indent}    a = a.to(tl.float16)  # a's fp8 tile, converted here instead of in the pre-pass",
-        ]
-        source = "\n".join(lines) + "\n"
-
-        found = _SWITCHES.search(source)
-        assert found is not None  # detect checked
-        items = found.group("items").strip()
-        switches = f'TUNING_SWITCHES = {{{items}{", " if items else ""}"A_FP8": (0, 1)}}'
-        source = source[: found.start()] + switches + source[found.end() :]
-        return source
+        source = insert_near(
+            source,
+            "loads",
+            _A_LOAD,
+            """
+            if A_FP8:
+                a = a.to(tl.float16)  # a's fp8 tile, converted here instead of in the pre-pass
+            """,
+            after=True,
+        )
+        return _add_switch(source, "A_FP8")
