@@ -15,7 +15,8 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -129,6 +130,22 @@ class Blackboard:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @contextmanager
+    def reading(self) -> Iterator[Blackboard]:
+        """One read transaction: every query inside sees the file as it was at the first one.
+
+        Each query is otherwise its own read, so a view assembled from several (the dashboard, a
+        status) can mix two moments of a campaign that another process is writing: its messages
+        from before a commit and its "over" from after. Nested uses join the outer transaction."""
+        if self._conn.in_transaction:
+            yield self
+            return
+        self._conn.execute("BEGIN")
+        try:
+            yield self
+        finally:
+            self._conn.execute("COMMIT")
 
     # ---- change notification -------------------------------------------------------------
     async def wait_change(self, *topics: str) -> None:

@@ -82,7 +82,13 @@ class Snapshot(msgspec.Struct, frozen=True):
 
 
 def snapshot(board: Blackboard, messages: int = 12) -> Snapshot:
-    """Read one consistent-enough view of a campaign (each query is its own read)."""
+    """Read one consistent view of a campaign (one read transaction: a commit by the campaign's
+    process lands wholly before or wholly after it)."""
+    with board.reading():
+        return _snapshot(board, messages)
+
+
+def _snapshot(board: Blackboard, messages: int) -> Snapshot:
     campaign = board.campaign()
     scenario = scenario_from_json(campaign.config_json)
     now = board.clock()

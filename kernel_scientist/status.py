@@ -60,6 +60,12 @@ def finished_at(board: Blackboard) -> float | None:
 
 
 def status(board: Blackboard, top: int = 10) -> Status:
+    """The campaign's standing, read as one moment (the campaign may be writing the file)."""
+    with board.reading():
+        return _status(board, top)
+
+
+def _status(board: Blackboard, top: int) -> Status:
     campaign = board.campaign()
     evals = board.evaluations()
     kernels = {k.id: k for k in board.kernels()}

@@ -264,6 +264,20 @@ def test_a_read_only_snapshot_follows_a_writer_that_comes_later(board_path):
     follower.close()
 
 
+def test_reads_inside_reading_see_one_moment_while_another_connection_commits(board_path):
+    with Blackboard(board_path) as writer:  # the campaign's process, still running (its -wal exists)
+        writer.say(agent="runner", kind="info", text="one", at=0.0)
+        follower = Blackboard(board_path, readonly=True)
+        with follower.reading():
+            assert [m.text for m in follower.messages()] == ["one"]
+            writer.say(agent="runner", kind="closing", text="campaign over", at=1.0)
+            with follower.reading():  # nested: joins the outer read
+                assert follower.last_message().text == "one"
+            assert [m.text for m in follower.messages()] == ["one"]
+        assert follower.last_message().text == "campaign over"  # the next read sees the commit
+        follower.close()
+
+
 def test_an_evaluation_is_synced_before_it_is_acknowledged(board_path):
     """Evaluation records commit with synchronous=FULL (the WAL fsynced before COMMIT returns);
     cheaper records keep NORMAL. Read from the statements SQLite actually ran."""

@@ -50,6 +50,26 @@ def test_snapshot_matches_the_blackboard(smoke_campaign):
     assert [b for _, b in snap.best_over_time] == sorted((b for _, b in snap.best_over_time), reverse=True)
 
 
+def test_a_snapshot_is_one_moment_even_when_the_campaign_commits_mid_read(smoke_campaign, tmp_path):
+    db = smoke_campaign.copy(tmp_path / "mid.sqlite")
+    with Blackboard(db) as writer:  # a campaign that is still running
+        writer.say(agent="runner", kind="info", at=writer.clock(), text="resumed at 1.00 h")
+        with open_existing(db) as board:
+            read_messages = board.messages
+
+            def messages_then_a_commit():  # the campaign closes right after the messages were read
+                seen = read_messages()
+                writer.say(agent="runner", kind="closing", at=writer.clock(), text="campaign over: done")
+                return seen
+
+            board.messages = messages_then_a_commit
+            snap = dashboard.snapshot(board, messages=3)
+            assert not snap.over and snap.messages[-1].text == "resumed at 1.00 h"
+            board.messages = read_messages
+            snap = dashboard.snapshot(board, messages=3)
+            assert snap.over and snap.messages[-1].text == "campaign over: done"
+
+
 def test_sparkline_and_time_sampling():
     assert dashboard.sparkline([1, 2, 3]) == "▁▅█"
     assert dashboard.sparkline([5, 5]) == "▁▁"
