@@ -343,7 +343,13 @@ def _llm(board: Blackboard, out: Path) -> Section | None:
 
 # ---- the page ------------------------------------------------------------------------------
 def build(board: Blackboard, out: Path, step: Callable[[str], None] = lambda name: None) -> Report:
-    """Write every plot into ``out`` and return the page's parts; ``step`` reports progress."""
+    """Write every plot into ``out`` and return the page's parts; ``step`` reports progress. The
+    sections read the campaign as one moment (it may still be running in another process)."""
+    with board.reading():
+        return _build(board, out, step)
+
+
+def _build(board: Blackboard, out: Path, step: Callable[[str], None]) -> Report:
     out.mkdir(parents=True, exist_ok=True)
     campaign = board.campaign()
     st = status_mod.status(board)
