@@ -385,6 +385,15 @@ _TRIALS = (
 )
 
 
+def _require_switches(source: str, name: str) -> None:
+    """Refuse a kernel without the in-submission tuner that times structure switches (where
+    ``_add_switch`` puts one)."""
+    if not has(source, "tuning") or _SWITCHES.search(source) is None or _TRIALS not in source:
+        raise NotApplicable(
+            f"{name}: the kernel has no in-submission tuner with structure switches; apply in_submission_tuning first"
+        )
+
+
 class PerShapeWarpSpecialize(Technique):
     name = "ws_per_shape"
     title = "Warp specialisation chosen per shape by the in-submission tuner"
@@ -421,10 +430,7 @@ class PerShapeWarpSpecialize(Technique):
         loop, _ = WarpSpecialize()._loop(source)
         if WS_SWITCH_MARK in loop:
             return {"per_shape": True}
-        if not has(source, "tuning") or _SWITCHES.search(source) is None or _TRIALS not in source:
-            raise NotApplicable(
-                f"{self.name}: the kernel has no in-submission tuner with structure switches; apply in_submission_tuning first"
-            )
+        _require_switches(source, self.name)
         return None
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:

@@ -16,7 +16,7 @@ import re
 
 from .._base import Form, NotApplicable, Param, Technique
 from .._regions import add_tunable, body, has, insert, insert_near, replace_body, require
-from .hopper import _SWITCHES, _TRIALS, _add_switch
+from .hopper import _add_switch, _require_switches
 
 _A_LOAD = "a = a_desc.load([k0, pid_m * BLOCK_M]).T"
 _PREPASS_CALL = re.compile(r"^a, b = to_fp16\((?P<args>[^)]*)\)")
@@ -65,10 +65,7 @@ class OperandPerShape(Technique):
             raise NotApplicable(f"{self.name}: the kernel has no fp16 pre-pass; apply fp16_prepass first")
         if not has(source, "descriptors"):
             raise NotApplicable(f"{self.name}: a's fp8 tiles come by tensor descriptor; apply tma_descriptors first")
-        if not has(source, "tuning") or _SWITCHES.search(source) is None or _TRIALS not in source:
-            raise NotApplicable(
-                f"{self.name}: the kernel has no in-submission tuner with structure switches; apply in_submission_tuning first"
-            )
+        _require_switches(source, self.name)
         return None
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
