@@ -157,7 +157,7 @@ class EvaluatorConfig(_Strict, frozen=True):
     spare_process: bool = True
     # local backend: how many queued candidates are compiled ahead, each in the harness process that
     # will evaluate it, while another candidate holds the GPU (a dry pass that runs nothing on the
-    # GPU; evaluator/_prepare.py). 0 turns it off.
+    # GPU; evaluator/sandbox/_prepare.py). 0 turns it off.
     prepare_ahead: Annotated[int, msgspec.Meta(ge=0, le=8)] = 2
     # The rules on what the kernel may call (a torch matmul doing the task's work is rejected,
     # statically and at run time). A campaign's goal is a custom kernel, so on by default;

@@ -1,24 +1,36 @@
-"""The evaluator: task folders, static rules, the sandbox, and the simulated backend.
+"""The evaluator: the only path from a candidate's source to a verdict and a time.
 
-Public surface (the agents' only way in): ``load_task``/``Task``/``TaskMeta``/``TaskError``,
-``static_findings``/``RuleFinding``, the ``Backend`` protocol with ``make_backend`` (from a
-scenario's ``[evaluator]`` table) and ``BackendUnavailable``, ``SimulatedBackend``/``LocalBackend``/
-``RayBackend`` (with ``join_cluster``, ``ClusterError``/``ClusterLost``),
-``speed_of_light_us``/``DEVICES``/``DeviceSpec``/``spec_for`` (a GPU by its driver's name),
-``Launch`` (what launch capture records) and ``MODEL_VERSION``. Everything else lives in private
-modules. The evaluator depends on ``blackboard.records`` only, for its result Structs.
+By role, each folder with a small public face:
+- ``backends/``: the ``Backend`` seam, ``make_backend`` (from a scenario's ``[evaluator]`` table)
+  and the three backends, simulated (CPU correctness, modelled time), local (this machine's GPUs)
+  and Ray (GPUs of a cluster);
+- ``sandbox/``: where candidate code runs (the fork server, the GPU harness, launch capture, the
+  run directory, the timed-call protocol);
+- ``model/``: the analytic timing model and the devices it describes;
+- here: problem folders (``_task``: ``load_task``/``Task``/``TaskMeta``/``TaskError``), the static
+  rules against known attacks (``_rules``: ``static_findings``), and the Structs that cross the
+  sandbox boundary (``_wire``: ``Launch`` and what launch capture records).
+
+Layers inside: ``model`` and ``sandbox`` never import ``backends``; ``model`` imports no
+``sandbox`` (a test says so). The evaluator depends on ``blackboard`` only, for its records.
 """
 
-from kernel_scientist.evaluator._backend import Backend, BackendUnavailable, make_backend
-from kernel_scientist.evaluator._devices import DEVICES, DeviceSpec, spec_for, speed_of_light_us
-from kernel_scientist.evaluator._local import LocalBackend
-from kernel_scientist.evaluator._model import MODEL_VERSION
-from kernel_scientist.evaluator._ray import ClusterError, ClusterLost, RayBackend, join_cluster
 from kernel_scientist.evaluator._rules import RuleFinding, static_findings
-from kernel_scientist.evaluator._sandbox import SandboxError
-from kernel_scientist.evaluator._simulated import SimulatedBackend
 from kernel_scientist.evaluator._task import Task, TaskError, TaskMeta, geomean, load_task
 from kernel_scientist.evaluator._wire import Launch, TensorArg, TorchOp
+from kernel_scientist.evaluator.backends import (
+    Backend,
+    BackendUnavailable,
+    ClusterError,
+    ClusterLost,
+    LocalBackend,
+    RayBackend,
+    SimulatedBackend,
+    join_cluster,
+    make_backend,
+)
+from kernel_scientist.evaluator.model import DEVICES, MODEL_VERSION, DeviceSpec, spec_for, speed_of_light_us
+from kernel_scientist.evaluator.sandbox import SandboxError
 
 __all__ = [
     "Backend",

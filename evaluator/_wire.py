@@ -100,7 +100,7 @@ class CheckOutput(msgspec.Struct, frozen=True):
 
 
 ChildStatus = Literal["ok", "compile_error", "crash", "oom", "rejected"]
-# The first line of a dry pass's message on a harness process's stdin (evaluator/_prepare.py); the
+# The first line of a dry pass's message on a harness process's stdin (evaluator/sandbox/_prepare.py); the
 # real request that follows starts with its per-run token (hex), so the two cannot be confused.
 PREPARE = b"prepare\n"
 PREPARED = ".prepared"  # left in its directory by a harness process whose dry pass has ended
@@ -164,7 +164,7 @@ class Ready(msgspec.Struct, frozen=True, tag="ready"):
 AnyFrame = Job | Started | Finished | Ready
 
 
-# ---- the local GPU backend's harness (evaluator/_gpu_harness.py) ----------------------------
+# ---- the local GPU backend's harness (evaluator/sandbox/_gpu_harness.py) ----------------------------
 class GpuRequest(msgspec.Struct, frozen=True):
     """What the trusted parent sends a GPU harness process on its stdin (never in its environment)."""
 
@@ -181,7 +181,7 @@ class GpuRequest(msgspec.Struct, frozen=True):
     device: Literal["cuda", "cpu"] = "cuda"  # cpu: the protocol under Triton's interpreter, host-clock times (tests)
     meta: TaskMeta = TaskMeta()
     own_kernel: bool = False  # the policy: a torch matmul doing the task's work is rejected
-    compile_workers: int = 1  # a dry pass's compile threads (evaluator/_prepare.py); 1: in the launching thread
+    compile_workers: int = 1  # a dry pass's compile threads (evaluator/sandbox/_prepare.py); 1: in the launching thread
 
 
 class ShapeSamples(msgspec.Struct, frozen=True):

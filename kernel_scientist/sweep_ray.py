@@ -36,7 +36,7 @@ _MAX_BYTES = 64 * 1024 * 1024  # what one campaign may carry to its node: the sc
 # The campaign of a local sweep, run so that it dies with the Ray worker running it: a cancelled or
 # killed task (Ctrl-C on the sweep) takes its campaign along instead of leaving it running.
 _DIES_WITH_THE_TASK = (
-    "import sys; from kernel_scientist.evaluator._lifetime import die_with_parent; die_with_parent(); "
+    "import sys; from kernel_scientist.evaluator.sandbox import die_with_parent; die_with_parent(); "
     "from kernel_scientist.cli import main; sys.exit(main(sys.argv[1:]))"
 )
 

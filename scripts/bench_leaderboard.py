@@ -4,7 +4,7 @@ making a and b K-contiguous) and the seed kernel in the same run. Prints per sha
 mean, pass/fail, and the fraction of the speed of light; writes everything as JSON.
 
 Protocols: ``eval.py`` (the headline) is GPU MODE's eval.py in leaderboard mode, its own loop
-(``evaluator.harness.time_shape_eval_py``): fresh inputs and a copy of them before every call,
+(``evaluator.sandbox.time_shape_eval_py``): fresh inputs and a copy of them before every call,
 the host clock between two device-wide synchronizes around the call and nothing else in that
 window, the folder's check on the copy after it, the mean of up to --max-calls calls (stopping at
 a standard error of 0.1% of the mean or when --budget is spent). Then, from the harness's own
@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent  # the checkout, for the default t
 def _kernel_from_source(what: str, source: str, modules: dict[str, str] | None = None):
     """The submission's custom_kernel, imported from its own temporary folder, with the task's own
     modules beside it as in a run directory (a public submission does ``from task import input_t``)."""
-    from kernel_scientist.evaluator.harness import import_submission, isolate_candidate
+    from kernel_scientist.evaluator.sandbox import import_submission, isolate_candidate
 
     folder = Path(tempfile.mkdtemp())
     isolate_candidate(modules or {}, folder)
@@ -102,7 +102,7 @@ def _do_bench(fn, ref, shape) -> float:
     """The anchors' protocol: median of triton.testing.do_bench on one input set (it clears a
     256 MB buffer between calls), in us."""
     import triton
-    from kernel_scientist.evaluator.harness import generate_input
+    from kernel_scientist.evaluator.sandbox import generate_input
 
     data = generate_input(ref, shape, "cuda")
     return round(1000 * triton.testing.do_bench(lambda: fn(data), warmup=5, rep=25), 2)
@@ -235,7 +235,7 @@ def _time_all(methods: dict, task, ref, req, flush, args: argparse.Namespace) ->
 
 def _time_one(name: str, fn, shape, ref, req, flush, args: argparse.Namespace) -> dict:
     """One method on one ranked shape: the leaderboard protocol, and the diagnoses asked for."""
-    from kernel_scientist.evaluator.harness import time_shape, time_shape_eval_py
+    from kernel_scientist.evaluator.sandbox import time_shape, time_shape_eval_py
 
     guard = name not in ("reference", "scaled_mm")
     try:
@@ -369,7 +369,8 @@ def main() -> int:
     import torch
     import triton
     from kernel_scientist.evaluator import geomean, load_task, spec_for, speed_of_light_us
-    from kernel_scientist.evaluator.harness import GpuRequest, import_reference, l2_flush_bytes
+    from kernel_scientist.evaluator.model import l2_flush_bytes
+    from kernel_scientist.evaluator.sandbox import GpuRequest, import_reference
 
     args = _arguments()
     task = load_task(args.task)

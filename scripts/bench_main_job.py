@@ -107,7 +107,7 @@ def one_prescreen_s(scenario) -> tuple[float, float]:
 
 def instrument(phases: Phases) -> dict:
     from kernel_scientist.agents import critic, offline_brain
-    from kernel_scientist.evaluator import _simulated
+    from kernel_scientist.evaluator.backends import _simulated
 
     from kernel_scientist import campaign
 

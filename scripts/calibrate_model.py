@@ -20,11 +20,11 @@ for whole submissions (the seed, the reference, campaigns' best) under do_bench 
 leaderboard protocol, which includes the host path per call.
 
     python scripts/calibrate_model.py [--data docs/h200/calib-sweep.json ...] [--fit] [--write]
-        [--split config|config2|shape|none] [--json out.json] [--model evaluator/_model.py]
+        [--split config|config2|shape|none] [--json out.json] [--model evaluator/model/_timing.py]
 
 ``--fit`` runs a Nelder-Mead search over the fitted constants (log space, restarted twice from its
 best point) minimising the log error on the fit half: soft-L1 within shapes, squared per shape's
-bias (``_loss``); ``--write`` puts the result into evaluator/_model.py's ``HOPPER`` and its
+bias (``_loss``); ``--write`` puts the result into evaluator/model/_timing.py's ``HOPPER`` and its
 ``FIT_PROVENANCE`` (``--model`` names another copy of the module). Without ``--fit`` the model's current constants are evaluated.
 """
 
@@ -43,7 +43,7 @@ import msgspec
 import numpy as np
 from kernel_scientist.blackboard.records import Shape
 from kernel_scientist.evaluator import DEVICES, MODEL_VERSION, Launch, TensorArg, TorchOp, geomean
-from kernel_scientist.evaluator.harness import PARAMS, ModelInfeasible, Params, launch_time_us, torch_op_time_us
+from kernel_scientist.evaluator.model import PARAMS, ModelInfeasible, Params, launch_time_us, torch_op_time_us
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -370,7 +370,7 @@ def _campaign_source(label: str) -> str | None:
 
 def _write_params(params: Params, provenance: str, path: Path | None = None) -> None:
     """Rewrite the ``HOPPER = Params(...)`` and ``FIT_PROVENANCE = ...`` statements of the model
-    module (``path``, by default evaluator/_model.py) with these values, in the layout ruff
+    module (``path``, by default evaluator/model/_timing.py) with these values, in the layout ruff
     format leaves alone: one field per line, the provenance as one string or, past the line
     length, as parenthesised pieces. The statements are found by parsing the module (their
     lines, however many), so a multi-line provenance is replaced whole."""

@@ -37,7 +37,7 @@ def main() -> int:
         print("ncu_kernel: no GPU visible; it runs one call on a GPU for Nsight Compute", file=sys.stderr)
         return 2
     from kernel_scientist.evaluator import load_task
-    from kernel_scientist.evaluator.harness import generate_input, import_reference, import_submission
+    from kernel_scientist.evaluator.sandbox import generate_input, import_reference, import_submission
 
     task = load_task(Path(args.task))
     ref = import_reference(task.modules)

@@ -2,7 +2,7 @@
 forms of the block-scaled fp8 GEMM on the task's 18 ranked shapes, plus the task's seed, its
 PyTorch reference and (optionally) a campaign's best kernel, timed in the same run.
 
-It is the calibration data of evaluator/_model.py (scripts/calibrate_model.py fits the model's
+It is the calibration data of evaluator/model/_timing.py (scripts/calibrate_model.py fits the model's
 constants on part of it and reports its fidelity on the rest). Forms:
 
   precise  one fp8 ``tl.dot(..., max_num_imprecise_acc=0)`` per K step (the seed's form)
@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     from kernel_scientist.evaluator import geomean, load_task
-    from kernel_scientist.evaluator.harness import import_reference, import_submission
+    from kernel_scientist.evaluator.sandbox import import_reference, import_submission
 
     started = time.monotonic()
     cuda = not args.dry_run

@@ -15,7 +15,7 @@ import os
 import time
 from pathlib import Path
 
-import kernel_scientist.evaluator._simulated as simulated
+import kernel_scientist.evaluator.backends._simulated as simulated
 import msgspec
 import pytest
 from evaluator_kernels import BETTER

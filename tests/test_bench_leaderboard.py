@@ -47,7 +47,7 @@ import bench_leaderboard
 import msgspec
 from kernel_scientist.blackboard.records import Shape
 from kernel_scientist.evaluator import load_task
-from kernel_scientist.evaluator.harness import GpuRequest, import_reference
+from kernel_scientist.evaluator.sandbox import GpuRequest, import_reference
 
 log = tmp / "calls.log"
 files = [tmp / f"{name}.py" for name in ("a", "b", "c")]
@@ -97,7 +97,7 @@ root = Path(sys.argv[1])
 import msgspec
 from kernel_scientist.blackboard.records import Shape
 from kernel_scientist.evaluator import load_task
-from kernel_scientist.evaluator.harness import GpuRequest, import_reference, time_shape_eval_py
+from kernel_scientist.evaluator.sandbox import GpuRequest, import_reference, time_shape_eval_py
 
 task = load_task(root / "tests" / "problems" / "vecadd")
 ref = import_reference(task.modules)

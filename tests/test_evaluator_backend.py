@@ -125,7 +125,7 @@ async def test_outputs_are_judged_on_one_torch_thread_and_the_callers_count_is_r
     region of the reference wait), and gives the caller its own thread count back, also after a
     wrong output; the verdicts are the ones a judge on two threads gives."""
     import torch
-    from kernel_scientist.evaluator import _simulated
+    from kernel_scientist.evaluator.backends import _simulated
 
     threads_seen: list[int] = []
     check = _simulated.check_failure
@@ -181,7 +181,7 @@ def kernel(a_ptr, c_ptr, MODE: tl.constexpr, FLIP: tl.constexpr, IMPRECISE: tl.c
 _CAPTURE_SETTINGS = """
 import importlib.util, json, sys
 import torch
-from kernel_scientist.evaluator._capture import capture_launches, kernel_features
+from kernel_scientist.evaluator.sandbox._capture import capture_launches, kernel_features
 
 spec = importlib.util.spec_from_file_location("ks_test_branches", sys.argv[1])
 module = importlib.util.module_from_spec(spec)

@@ -18,7 +18,7 @@ _SCRIPT = textwrap.dedent(
     import numpy as np, torch, triton, triton.language as tl
     from triton.runtime import interpreter
     from triton.language.semantic import TritonSemantic
-    from kernel_scientist.evaluator import _interpreter
+    from kernel_scientist.evaluator.sandbox import _interpreter
 
     @triton.jit
     def scaled_sum(x_ptr, out_ptr, n, BLOCK: tl.constexpr):

@@ -7,8 +7,8 @@ import itertools
 import pytest
 from kernel_scientist.blackboard.records import Shape
 from kernel_scientist.evaluator import DEVICES, Launch, TensorArg, TorchOp, speed_of_light_us
-from kernel_scientist.evaluator._model import ModelInfeasible, capture_time_us, launch_time_us
 from kernel_scientist.evaluator._wire import Capture
+from kernel_scientist.evaluator.model._timing import ModelInfeasible, capture_time_us, launch_time_us
 
 BENCH = [
     Shape(1024, 1536, 7168),

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from kernel_scientist.evaluator import SimulatedBackend
-from kernel_scientist.evaluator._pool import SandboxPool
-from kernel_scientist.evaluator._sandbox import ForkServer
+from kernel_scientist.evaluator.backends._pool import SandboxPool
+from kernel_scientist.evaluator.sandbox._forkserver import ForkServer
 from test_evaluator_sandbox import TASK, request  # a pre-screen request of the task's smallest shape
 
 SECRET_SEED = 11

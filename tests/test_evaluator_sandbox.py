@@ -11,8 +11,8 @@ import msgspec
 import pytest
 from kernel_scientist.blackboard.records import Outcome, Shape
 from kernel_scientist.evaluator import SimulatedBackend, load_task
-from kernel_scientist.evaluator._sandbox import ForkServer
 from kernel_scientist.evaluator._wire import ChildRequest, ChildResult
+from kernel_scientist.evaluator.sandbox._forkserver import ForkServer
 
 TASK = load_task(Path(__file__).resolve().parents[1] / "evaluator" / "tasks" / "amd_fp8_mm")
 
@@ -108,7 +108,7 @@ def test_what_a_candidate_does_to_the_servers_reference_stays_in_its_own_process
     before = server.run(request(TASK.seed_source), 20.0, 1000).finished
     poison = (
         "import sys\n"
-        "child = sys.modules['kernel_scientist.evaluator._child']\n"
+        "child = sys.modules['kernel_scientist.evaluator.sandbox._child']\n"
         "print('preloaded', sum(ref is not None for ref in child._references.values()))\n"
         "for ref in child._references.values():\n"
         "    if ref is not None:\n"
@@ -204,7 +204,8 @@ import sys
 from pathlib import Path
 from kernel_scientist import campaign
 from kernel_scientist.blackboard import load_scenario
-from kernel_scientist.evaluator import SandboxError, SimulatedBackend, _sandbox
+from kernel_scientist.evaluator import SandboxError, SimulatedBackend
+from kernel_scientist.evaluator.sandbox import _forkserver as _sandbox
 
 _sandbox._STARTUP_S = 0.0  # no server is ready within no time
 scenario = load_scenario(Path(sys.argv[1]), [])
@@ -225,7 +226,8 @@ def test_a_sandbox_that_cannot_start_refuses_a_campaign_before_its_blackboard_ex
     import subprocess
     import sys
 
-    from kernel_scientist.evaluator import SandboxError, _sandbox
+    from kernel_scientist.evaluator import SandboxError
+    from kernel_scientist.evaluator.sandbox import _forkserver as _sandbox
 
     monkeypatch.setattr(_sandbox, "_STARTUP_S", 0.0)
     with SimulatedBackend(TASK) as backend:

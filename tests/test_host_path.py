@@ -11,7 +11,7 @@ import types
 from pathlib import Path
 
 import torch
-from kernel_scientist.evaluator._sandbox import scrubbed_env
+from kernel_scientist.evaluator.sandbox._forkserver import scrubbed_env
 from kernel_scientist.knowledge.techniques import hopper, tuning
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,10 +116,10 @@ def test_a_harness_child_finds_the_package_in_a_tree_of_links(tmp_path):
     deps = os.pathsep.join(site.getsitepackages())
     code = (
         "import os, subprocess, sys\n"
-        "from kernel_scientist.evaluator._sandbox import scrubbed_env\n"
+        "from kernel_scientist.evaluator.sandbox._forkserver import scrubbed_env\n"
         "env = scrubbed_env()\n"
         "print(env['PYTHONPATH'].split(os.pathsep)[0])\n"
-        "child = 'import kernel_scientist.evaluator._gpu_harness as h; print(h.__name__)'\n"
+        "child = 'import kernel_scientist.evaluator.sandbox._gpu_harness as h; print(h.__name__)'\n"
         "sys.exit(subprocess.run([sys.executable, '-S', '-c', child], env=env, cwd=sys.argv[1]).returncode)\n"
     )
     run = subprocess.run(
@@ -133,7 +133,7 @@ def test_a_harness_child_finds_the_package_in_a_tree_of_links(tmp_path):
     assert run.returncode == 0, run.stderr
     first, name = run.stdout.split()
     assert Path(first) == tmp_path
-    assert name == "kernel_scientist.evaluator._gpu_harness"
+    assert name == "kernel_scientist.evaluator.sandbox._gpu_harness"
 
 
 def test_the_checkout_install_still_names_its_own_root():

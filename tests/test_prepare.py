@@ -1,4 +1,4 @@
-"""Compiling ahead (evaluator/_prepare.py): the queued candidates' harness processes run a dry pass
+"""Compiling ahead (evaluator/sandbox/_prepare.py): the queued candidates' harness processes run a dry pass
 while another candidate holds the GPU, each then serves exactly its own candidate. Real harness
 processes on the CPU (Triton's interpreter), the task cut down to shapes it runs in a moment."""
 
@@ -15,7 +15,7 @@ from _support import ROOT, small_campaign, small_task_folder
 from evaluator_kernels import BETTER
 from kernel_scientist.blackboard import Outcome, Shape, metrics
 from kernel_scientist.evaluator import LocalBackend, load_task
-from kernel_scientist.evaluator._local import HarnessProcess, compile_threads
+from kernel_scientist.evaluator.backends._local import HarnessProcess, compile_threads
 from test_local_backend import _harness_children, _until_blocked
 
 TASK = ROOT / "evaluator" / "tasks" / "amd_fp8_mm"
@@ -143,7 +143,7 @@ import sys, time
 import torch
 import triton
 import triton.language as tl
-from kernel_scientist.evaluator._prepare import dry_launches, dry_pass
+from kernel_scientist.evaluator.sandbox._prepare import dry_launches, dry_pass
 
 @triton.jit
 def add_one(x_ptr, n, BLOCK: tl.constexpr):
@@ -169,7 +169,7 @@ import sys, time
 import torch  # as the harness process has it before any request (its start-up imports it)
 from pathlib import Path
 from kernel_scientist.evaluator import LocalBackend, load_task
-from kernel_scientist.evaluator._prepare import dry_pass
+from kernel_scientist.evaluator.sandbox._prepare import dry_pass
 task = load_task(sys.argv[1])
 source = "def custom_kernel(data):\n    while True:\n        try:\n            while True:\n                pass\n        except Exception:\n            pass\n"
 req = LocalBackend(task, device="cpu", gpus=["cpu"], spare=False).request(source, 0)
@@ -194,7 +194,7 @@ import triton.compiler
 from triton.runtime import driver
 from kernel_scientist.blackboard import Shape
 from kernel_scientist.evaluator import LocalBackend, load_task
-from kernel_scientist.evaluator._prepare import dry_pass
+from kernel_scientist.evaluator.sandbox._prepare import dry_pass
 
 class NoGpu:
     def get_current_device(self): return 0

@@ -66,7 +66,7 @@ def _harness_node(cluster, timeout: float = 120.0):
                 cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:
                 continue
-            if b"evaluator._gpu_harness" not in cmd:
+            if b"evaluator.sandbox._gpu_harness" not in cmd:
                 continue
             ancestor = int(pid)
             for _ in range(4):
@@ -130,7 +130,7 @@ def _harnesses() -> set[int]:
     pids = set()
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            if b"evaluator._gpu_harness" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if b"evaluator.sandbox._gpu_harness" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 pids.add(int(pid))
         except OSError:
             pass

@@ -104,7 +104,7 @@ from pathlib import Path
 import msgspec
 from kernel_scientist import campaign
 from kernel_scientist.blackboard import Outcome
-from kernel_scientist.evaluator._simulated import SimulatedBackend
+from kernel_scientist.evaluator.backends._simulated import SimulatedBackend
 
 db, leader, mode = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 evaluate = SimulatedBackend.evaluate

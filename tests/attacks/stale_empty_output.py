@@ -1,5 +1,5 @@
 # attack: stale_empty_output — expected: wrong_output wrong output
-# gpu-defence: NaN pre-fill; the expected output lives in another process (_gpu_harness._fresh)
+# gpu-defence: NaN pre-fill; the expected output lives in another process (_calls.fresh_inputs)
 import torch
 
 

@@ -1,5 +1,5 @@
 # attack: tensor_subclass_eq — expected: crash not a plain torch.Tensor
-# gpu-defence: _gpu_harness._judge requires type(out) is torch.Tensor
+# gpu-defence: _calls._judge requires type(out) is torch.Tensor
 import torch
 
 

@@ -1,5 +1,5 @@
 # attack: zero_inputs — expected: wrong_output wrote to its inputs
-# gpu-defence: inputs cloned from a pristine copy and compared after every call (_gpu_harness._judge)
+# gpu-defence: inputs cloned from a pristine copy and compared after every call (_calls._judge)
 import torch
 import triton
 import triton.language as tl

@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from kernel_scientist.evaluator._framing import ChannelClosed, FrameTimeout, read_frame, write_frame
 from kernel_scientist.evaluator._wire import ChildRequest, Finished, Job, Ready, Started
+from kernel_scientist.evaluator.sandbox._framing import ChannelClosed, FrameTimeout, read_frame, write_frame
 
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE", re.IGNORECASE)
 _DROP_PREFIXES = ("KS_", "ANTHROPIC", "OPENAI", "AWS_", "GOOGLE_", "AZURE_", "HF_", "GITHUB_", "SSH_")
@@ -94,7 +94,7 @@ class ForkServer:
             self._cwd = tempfile.mkdtemp(prefix="ks-server-")
         with self._log().open("ab") as err:  # the child keeps its own copy of the descriptor
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "kernel_scientist.evaluator._server"],
+                [sys.executable, "-m", "kernel_scientist.evaluator.sandbox._server"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=err,

@@ -1,4 +1,4 @@
-"""One candidate on one GPU: ``python -m kernel_scientist.evaluator._gpu_harness RESULT_FD`` (a fresh process each;
+"""One candidate on one GPU: ``python -m kernel_scientist.evaluator.sandbox._gpu_harness RESULT_FD`` (a fresh process each;
 with ``GpuRequest.device == "cpu"`` the same protocol runs under Triton's interpreter, for tests).
 
 The trusted parent (``_local.LocalBackend``) sends a ``GpuRequest`` on stdin (the seeds are already
@@ -35,162 +35,21 @@ import traceback
 from pathlib import Path
 
 import msgspec
-from kernel_scientist.evaluator._capture import heavy_op_verdict, torch_recorder
-from kernel_scientist.evaluator._lifetime import die_with_parent
-from kernel_scientist.evaluator._prepare import dry_pass
-from kernel_scientist.evaluator._rundir import generate_input, import_reference, import_submission, isolate_candidate
-from kernel_scientist.evaluator._task import check_failure, task_flops
-from kernel_scientist.evaluator._values import clone_data, modified_inputs, not_plain, prefill_output
-from kernel_scientist.evaluator._wire import PREPARE, PREPARED, GpuRequest, GpuResult, GpuStatus, ShapeSamples
-
-
-def _versions() -> dict[str, str]:
-    import torch
-    import triton
-
-    return {
-        "python": sys.version.split()[0],
-        "torch": str(torch.__version__),
-        "triton": str(triton.__version__),
-        "cuda": str(torch.version.cuda),
-        "hip": str(torch.version.hip),
-    }
-
-
-def _judge(out, data, pristine, shape, ref, meta, when: str = "") -> str | None:
-    """The verdict on one call: plain values (no tensor subclass), inputs untouched, and the
-    folder's own check_implementation on a pristine copy of the inputs."""
-    why = not_plain(out)
-    if why:
-        return f"{why} on {shape.label()}{when}"
-    modified = modified_inputs(pristine, data, meta, out)
-    if modified:
-        return f"the kernel wrote to {modified[0]} on {shape.label()}{when}"
-    failed = check_failure(ref, pristine, out)
-    if failed:
-        return f"wrong output on {shape.label()} (seed {shape.seed}){when}: {failed}"
-    return None
-
-
-class Rejected(Exception):
-    """A runtime rule caught the candidate (the message is the named reason)."""
-
-
-def _sync(device: str) -> None:
-    if device == "cuda":
-        __import__("torch").cuda.synchronize()
-
-
-def _call(fn, data, shape, ref, pristine, meta, guard: bool = False, device: str = "cuda"):
-    """Run the candidate once (untimed) and judge it; returns (output, reason or None). With
-    ``guard`` the call runs under the torch recorder and a torch matmul fallback raises Rejected."""
-    ops: list = []
-    with torch_recorder(ops) if guard else contextlib.nullcontext():
-        out = fn(data)
-    _sync(device)
-    heavy = heavy_op_verdict(ops, shape, task_flops(meta, shape)) if guard else None
-    if heavy:
-        raise Rejected(heavy)
-    reason = _judge(out, data, pristine, shape, ref, meta)
-    return (None, reason) if reason else (out, None)
-
-
-def _fresh(ref, shape, seed, device: str = "cuda", meta=None):
-    """Fresh inputs from the folder's generate_input, a pristine copy for the verdict, and the
-    declared output slot NaN-filled (an unwritten or stale output can never pass)."""
-    data = generate_input(ref, shape.with_seed(seed), device)
-    pristine = clone_data(data)
-    if meta is not None:
-        prefill_output(data, meta)
-    return data, pristine
-
-
-def time_shape(
-    fn, ref, shape, req: GpuRequest, flush, stop_on_failure: bool = True, guard: bool = True, fresh: bool = True
-):
-    """Time ``fn`` on one ranked shape; returns (ShapeSamples, first failure or None). With
-    ``stop_on_failure=False`` (the benchmark script) it keeps timing and reports the failure;
-    ``guard=False`` lets torch do the matrix product (the benchmark's reference and _scaled_mm);
-    ``fresh=False`` (the benchmark's diagnosis only) reuses the warm-up's inputs for every call."""
-    import torch
-
-    cuda = req.device == "cuda"  # on the CPU (tests) the host clock stands in for device events
-    if cuda:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    failure = None
-    data, pristine = _fresh(ref, shape, shape.seed, req.device, req.meta)
-    _, reason = _call(fn, data, shape, ref, pristine, req.meta, guard=guard, device=req.device)  # warm-up, checked too
-    if reason:
-        if stop_on_failure:
-            return None, reason
-        failure = reason
-    events, hosts, calls = [], [], []
-    began = time.perf_counter()
-    for i in range(req.max_calls):
-        if fresh:
-            data, pristine = _fresh(ref, shape, shape.seed + 13 * (i + 1), req.device, req.meta)
-        else:
-            prefill_output(data, req.meta)
-        if flush is not None:
-            flush.zero_()
-        _sync(req.device)
-        t0 = time.perf_counter()
-        if cuda:
-            start.record()
-        out = fn(data)
-        returned = time.perf_counter()
-        if cuda:
-            end.record()
-        _sync(req.device)
-        t1 = time.perf_counter()
-        calls.append((returned - t0) * 1e6)
-        events.append(start.elapsed_time(end) * 1e3 if cuda else (t1 - t0) * 1e6)
-        hosts.append((t1 - t0) * 1e6)
-        reason = _judge(out, data, pristine, shape, ref, req.meta, f" during timing (call {i + 1})")
-        if reason and failure is None:
-            failure = reason
-            if stop_on_failure:
-                return None, reason
-        n = len(events)
-        if n >= req.min_calls:
-            mean = sum(events) / n
-            var = sum((x - mean) ** 2 for x in events) / (n - 1)
-            if (var / n) ** 0.5 < req.rel_stderr * mean or time.perf_counter() - began > req.shape_budget_s:
-                break
-    return ShapeSamples(shape=shape, event_us=events, host_us=hosts, call_us=calls), failure
-
-
-def time_shape_eval_py(fn, ref, shape, req: GpuRequest, guard: bool = True) -> tuple[list[float], str | None]:
-    """GPU MODE's eval.py in leaderboard mode, as that loop measures (the benchmark script's
-    headline), doing between calls what it does and nothing more: fresh inputs and one copy of
-    them, a device-wide synchronize, the host clock, the call, a synchronize, the host clock, then
-    the folder's check on the copy (no device events or L2 flush, no NaN-filled output, no
-    comparison of the inputs: the harness's own loop, ``time_shape``, does those). At least 3
-    calls; stops once the standard error is under ``req.rel_stderr`` of the mean, after
-    ``req.max_calls``, or when ``req.shape_budget_s`` is spent. Returns the host-clock time of each
-    call (us) and the first failure; timing goes on after one."""
-    data, pristine = _fresh(ref, shape, shape.seed, req.device, req.meta)
-    _, failure = _call(fn, data, shape, ref, pristine, req.meta, guard=guard, device=req.device)
-    times: list[float] = []
-    began = time.perf_counter()
-    for i in range(req.max_calls):
-        data = generate_input(ref, shape.with_seed(shape.seed + 13 * (i + 1)), req.device)
-        pristine = clone_data(data)
-        _sync(req.device)
-        t0 = time.perf_counter_ns()
-        out = fn(data)
-        _sync(req.device)
-        times.append((time.perf_counter_ns() - t0) / 1e3)
-        wrong = check_failure(ref, pristine, out)
-        if wrong and failure is None:
-            failure = f"wrong output on {shape.label()} (seed {shape.seed}) during timing (call {i + 1}): {wrong}"
-        n = len(times)
-        if n >= 3:
-            mean = sum(times) / n
-            err = (sum((x - mean) ** 2 for x in times) / (n - 1) / n) ** 0.5
-            if err < req.rel_stderr * mean or time.perf_counter() - began > req.shape_budget_s:
-                break
-    return times, failure
+from kernel_scientist.evaluator._wire import PREPARE, PREPARED, GpuRequest, GpuResult, GpuStatus
+from kernel_scientist.evaluator.sandbox._calls import (
+    Rejected,
+    checked_call,
+    fresh_inputs,
+    time_shape,
+    toolchain_versions,
+)
+from kernel_scientist.evaluator.sandbox._lifetime import die_with_parent
+from kernel_scientist.evaluator.sandbox._prepare import dry_pass
+from kernel_scientist.evaluator.sandbox._rundir import (
+    import_reference,
+    import_submission,
+    isolate_candidate,
+)
 
 
 def run(req: GpuRequest, phases: dict[str, float] | None = None, ref=None) -> GpuResult:
@@ -217,7 +76,7 @@ def _run(req: GpuRequest, phases: dict[str, float], ref=None) -> GpuResult:
 
     ref = ref or import_reference(req.modules)
     device = torch.cuda.get_device_name(0) if req.device == "cuda" else "cpu (Triton interpreter)"
-    versions = _versions()
+    versions = toolchain_versions()
     isolate_candidate(req.modules, Path.cwd())  # the working directory is the candidate's own
     phase = "import"
     try:
@@ -228,8 +87,8 @@ def _run(req: GpuRequest, phases: dict[str, float], ref=None) -> GpuResult:
         lap("setup_s")
         for shape in req.tests:
             phase = f"test {shape.label()}"
-            data, pristine = _fresh(ref, shape, shape.seed, req.device, req.meta)
-            _, reason = _call(fn, data, shape, ref, pristine, req.meta, guard=guard, device=req.device)
+            data, pristine = fresh_inputs(ref, shape, shape.seed, req.device, req.meta)
+            _, reason = checked_call(fn, data, shape, ref, pristine, req.meta, guard=guard, device=req.device)
             if reason:
                 return GpuResult("wrong_output", reason, device=device, versions=versions)
         lap("tests_s")  # the first calls: compilation and any first-call tuning land here
@@ -290,7 +149,7 @@ def main() -> None:
     ready = time.perf_counter()
     phases = {"preload_s": ready - began}
     line, ahead, ref = sys.stdin.buffer.readline(), None, None
-    if line == PREPARE:  # a dry pass first (evaluator/_prepare.py), then the real request
+    if line == PREPARE:  # a dry pass first (evaluator/sandbox/_prepare.py), then the real request
         ahead = msgspec.msgpack.decode(sys.stdin.buffer.read(int(sys.stdin.buffer.readline())), type=GpuRequest)
         try:
             done, ref = dry_pass(ahead, Path.cwd())

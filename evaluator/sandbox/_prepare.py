@@ -33,9 +33,14 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from kernel_scientist.evaluator._capture import ALLOCATION_OPS
-from kernel_scientist.evaluator._rundir import generate_input, import_reference, import_submission, isolate_candidate
 from kernel_scientist.evaluator._wire import GpuRequest
+from kernel_scientist.evaluator.sandbox._capture import ALLOCATION_OPS
+from kernel_scientist.evaluator.sandbox._rundir import (
+    generate_input,
+    import_reference,
+    import_submission,
+    isolate_candidate,
+)
 
 DRY_PASS_BUDGET_S = 120.0  # a pass still running then is cut short; the real run compiles the rest
 

@@ -31,22 +31,27 @@ from typing import Literal
 import msgspec
 import numpy as np
 from kernel_scientist.blackboard.records import EvalReport, Outcome, Provenance, Shape, ShapeResult
-from kernel_scientist.evaluator._child import recheck_index
-from kernel_scientist.evaluator._devices import DEVICES
-from kernel_scientist.evaluator._model import (
+from kernel_scientist.evaluator._rules import rule_verdict
+from kernel_scientist.evaluator._task import Task, check_failure, mix_seed, task_flops
+from kernel_scientist.evaluator._wire import OUTCOME_OF, CheckOutput, ChildRequest, ChildResult
+from kernel_scientist.evaluator.backends._pool import SandboxPool
+from kernel_scientist.evaluator.model import (
+    DEVICES,
     MODEL_VERSION,
     ModelInfeasible,
     ModelUnsupported,
     capture_time_us,
     is_vector_gemm,
 )
-from kernel_scientist.evaluator._pool import SandboxPool
-from kernel_scientist.evaluator._rules import rule_verdict
-from kernel_scientist.evaluator._rundir import generate_input, import_reference
-from kernel_scientist.evaluator._sandbox import ForkServer, JobOutcome, last_output
-from kernel_scientist.evaluator._task import Task, check_failure, mix_seed, task_flops
-from kernel_scientist.evaluator._values import decode_output
-from kernel_scientist.evaluator._wire import OUTCOME_OF, CheckOutput, ChildRequest, ChildResult
+from kernel_scientist.evaluator.sandbox import (
+    ForkServer,
+    JobOutcome,
+    decode_output,
+    generate_input,
+    import_reference,
+    last_output,
+    recheck_index,
+)
 
 _result_decoder = msgspec.msgpack.Decoder(ChildResult)
 
@@ -182,9 +187,8 @@ class SimulatedBackend:
         the "speed-up over reference" anchor. Its torch work is recorded on meta tensors in this
         process (no candidate code runs, so no sandbox is needed); deterministic, no noise, and
         ``duration_s`` 0 since no service is consulted."""
-        from kernel_scientist.evaluator._capture import capture_launches
-        from kernel_scientist.evaluator._child import meta_inputs
         from kernel_scientist.evaluator._wire import Capture, Launch, TorchOp
+        from kernel_scientist.evaluator.sandbox import capture_launches, meta_inputs
 
         if self._reference is None:
             self._reference = import_reference(self.task.modules)

@@ -27,8 +27,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import msgspec
-from kernel_scientist.evaluator._sandbox import ForkServer, JobOutcome, SandboxError
 from kernel_scientist.evaluator._wire import ChildRequest
+from kernel_scientist.evaluator.sandbox import ForkServer, JobOutcome, SandboxError
 
 _encoder = msgspec.msgpack.Encoder()
 _KEEP = 32  # finished speculative outcomes kept for a later ``run``; the oldest goes first

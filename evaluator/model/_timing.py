@@ -70,8 +70,8 @@ from typing import overload
 
 import msgspec
 from kernel_scientist.blackboard.records import Shape
-from kernel_scientist.evaluator._devices import DeviceSpec
 from kernel_scientist.evaluator._wire import Capture, Launch, TensorArg, TorchOp
+from kernel_scientist.evaluator.model._devices import DeviceSpec
 
 MODEL_VERSION = "ks-analytic-gemm/0.3"
 

@@ -302,7 +302,7 @@ def _record_launch(kernel, args: tuple, grid, kwargs: dict) -> Launch:
 
 _MM_OPS = ("aten.mm", "aten.addmm", "aten.bmm", "aten._scaled_mm", "aten.baddbmm", "aten._scaled_grouped_mm")
 # Operations that allocate or alias memory without running a kernel (the dry pass of
-# evaluator/_prepare.py runs them as they are); the recorder also leaves out reading a scalar and
+# evaluator/sandbox/_prepare.py runs them as they are); the recorder also leaves out reading a scalar and
 # rebinding a storage, which move no data worth counting.
 ALLOCATION_OPS = (
     "aten.empty",

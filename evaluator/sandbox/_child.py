@@ -32,11 +32,16 @@ from pathlib import Path
 
 import msgspec
 from kernel_scientist.blackboard.records import Shape
-from kernel_scientist.evaluator._capture import capture_launches, heavy_op_verdict
-from kernel_scientist.evaluator._rundir import generate_input, import_reference, import_submission, isolate_candidate
 from kernel_scientist.evaluator._task import task_flops
-from kernel_scientist.evaluator._values import clone_data, encode_output, modified_inputs, prefill_output
 from kernel_scientist.evaluator._wire import Capture, CheckOutput, ChildRequest, ChildResult, Launch, TorchOp
+from kernel_scientist.evaluator.sandbox._capture import capture_launches, heavy_op_verdict
+from kernel_scientist.evaluator.sandbox._rundir import (
+    generate_input,
+    import_reference,
+    import_submission,
+    isolate_candidate,
+)
+from kernel_scientist.evaluator.sandbox._values import clone_data, encode_output, modified_inputs, prefill_output
 
 RESULT_FILE = ".result"
 _encoder = msgspec.msgpack.Encoder()
@@ -48,7 +53,7 @@ def preload() -> None:
     The fake-tensor warm-up matters: its first use costs about a second of lazy imports. It runs
     no real tensor compute, so the server stays single-threaded and safe to fork.
     """
-    import kernel_scientist.evaluator._model  # noqa: F401
+    import kernel_scientist.evaluator.model._timing  # noqa: F401
     import numpy  # noqa: F401
     import torch
     import triton  # noqa: F401
@@ -293,8 +298,7 @@ def _probe_on_meta(fn, shape: Shape, data, real_launches: list[Launch], phase: _
 def _capture_ranked(fn, bench_in: list, device_name: str, unrecordable: str | None, phase: _Phase) -> list[Capture]:
     """Each ranked shape's launches, recorded on meta inputs for the timing model (autotuned
     kernels take the config the model ranks fastest, as a real autotuner would)."""
-    from kernel_scientist.evaluator._devices import DEVICES
-    from kernel_scientist.evaluator._model import launches_time_us
+    from kernel_scientist.evaluator.model import DEVICES, launches_time_us
 
     device = DEVICES[device_name]
     captures: list[Capture] = []

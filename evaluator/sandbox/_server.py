@@ -1,4 +1,4 @@
-"""The preloaded fork server: ``python -m kernel_scientist.evaluator._server``.
+"""The preloaded fork server: ``python -m kernel_scientist.evaluator.sandbox._server``.
 
 Started once per backend with a scrubbed environment and ``TRITON_INTERPRET=1``. It imports torch,
 triton and numpy once (about 2 s), then forks one child per job, so a candidate starts in about
@@ -23,9 +23,9 @@ import sys
 import tempfile
 import time
 
-from kernel_scientist.evaluator._framing import ChannelClosed, read_frame, write_frame
-from kernel_scientist.evaluator._lifetime import die_with_parent
 from kernel_scientist.evaluator._wire import Finished, Job, Ready, Started
+from kernel_scientist.evaluator.sandbox._framing import ChannelClosed, read_frame, write_frame
+from kernel_scientist.evaluator.sandbox._lifetime import die_with_parent
 
 _MAX_RESULT = 64 * 2**20
 
@@ -74,8 +74,8 @@ def serve() -> None:
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(2, 1)  # a stray print in the server must not corrupt the frame channel
-    from kernel_scientist.evaluator import _interpreter
-    from kernel_scientist.evaluator._child import RESULT_FILE, child_main, preload, preload_reference
+    from kernel_scientist.evaluator.sandbox import _interpreter
+    from kernel_scientist.evaluator.sandbox._child import RESULT_FILE, child_main, preload, preload_reference
 
     preload()
     _interpreter.remove_repeated_work()  # work the interpreter repeats or drops, removed before any fork

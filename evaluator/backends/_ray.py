@@ -45,11 +45,11 @@ from typing import Any, TypeVar
 import anyio
 import msgspec
 from kernel_scientist.blackboard.records import EvalReport, Outcome
-from kernel_scientist.evaluator._devices import l2_flush_bytes, spec_for
-from kernel_scientist.evaluator._local import CPU_DEVICE, HarnessRun, LocalBackend, Where, run_harness
 from kernel_scientist.evaluator._rules import rule_verdict
 from kernel_scientist.evaluator._task import Task
 from kernel_scientist.evaluator._wire import GpuRequest
+from kernel_scientist.evaluator.backends._local import CPU_DEVICE, HarnessRun, LocalBackend, Where, run_harness
+from kernel_scientist.evaluator.model import l2_flush_bytes, spec_for
 
 T = TypeVar("T")
 

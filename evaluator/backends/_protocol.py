@@ -21,8 +21,8 @@ from kernel_scientist.blackboard.config import EvaluatorConfig
 from kernel_scientist.blackboard.records import EvalReport
 
 if TYPE_CHECKING:
-    from kernel_scientist.evaluator._devices import DeviceSpec
     from kernel_scientist.evaluator._task import Task
+    from kernel_scientist.evaluator.model import DeviceSpec
 
 
 class Backend(Protocol):
@@ -74,9 +74,9 @@ def make_backend(
 ) -> Backend:
     """The backend ``cfg`` asks for, for ``task``. ``setting`` names where the choice was made and
     ``instead`` what to use on a machine without a GPU, for the error message."""
-    from kernel_scientist.evaluator._local import LocalBackend
-    from kernel_scientist.evaluator._ray import ClusterError, RayBackend
-    from kernel_scientist.evaluator._simulated import SimulatedBackend
+    from kernel_scientist.evaluator.backends._local import LocalBackend
+    from kernel_scientist.evaluator.backends._ray import ClusterError, RayBackend
+    from kernel_scientist.evaluator.backends._simulated import SimulatedBackend
 
     where = setting or f"evaluator.backend = '{cfg.backend}'"
     if cfg.backend == "simulated":

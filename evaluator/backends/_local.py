@@ -33,11 +33,11 @@ import anyio
 import msgspec
 from kernel_scientist.blackboard import metrics
 from kernel_scientist.blackboard.records import EvalReport, Outcome, Provenance, Shape, ShapeResult
-from kernel_scientist.evaluator._devices import DeviceSpec, l2_flush_bytes, spec_for
 from kernel_scientist.evaluator._rules import rule_verdict
-from kernel_scientist.evaluator._sandbox import last_output, scrubbed_env
 from kernel_scientist.evaluator._task import Task, mix_seed
 from kernel_scientist.evaluator._wire import OUTCOME_OF, PREPARE, PREPARED, GpuRequest, GpuResult
+from kernel_scientist.evaluator.model import DeviceSpec, l2_flush_bytes, spec_for
+from kernel_scientist.evaluator.sandbox import last_output, scrubbed_env
 
 _HOST_SLACK = 1.5  # host time beyond 1.5x the events (+ launch slack) means work the events missed
 _HOST_SLACK_US = 300.0
@@ -103,7 +103,7 @@ class LocalBackend:
         each GPU's next harness process is started while the current one runs (still one fresh
         process per candidate; its start-up is then off the GPU's critical path). With
         ``prepare_ahead`` (and ``spare``) that many candidates named by ``prepare`` are compiled
-        ahead, each in the process that will evaluate it (evaluator/_prepare.py). A candidate's
+        ahead, each in the process that will evaluate it (evaluator/sandbox/_prepare.py). A candidate's
         compiles run on ``compile_workers`` threads (by default the host's cores but one, shared by
         the passes that may run at once; 1 under the interpreter, which compiles nothing)."""
         if device not in ("cuda", "cpu"):
@@ -414,7 +414,7 @@ class HarnessRun(msgspec.Struct, frozen=True):
 
 
 class HarnessProcess:
-    """One started ``evaluator._gpu_harness`` process that has not yet been sent a request: it sees
+    """One started ``evaluator.sandbox._gpu_harness`` process that has not yet been sent a request: it sees
     only its GPU (none in CPU mode) and runs in its own temporary directory and session, with a
     scrubbed environment. It imports torch and Triton, then waits on its stdin."""
 
@@ -437,7 +437,7 @@ class HarnessProcess:
         self.read_fd, write_fd = os.pipe()
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "kernel_scientist.evaluator._gpu_harness", str(write_fd)],
+                [sys.executable, "-m", "kernel_scientist.evaluator.sandbox._gpu_harness", str(write_fd)],
                 cwd=self.workdir,
                 env=env,
                 stdin=subprocess.PIPE,
@@ -461,7 +461,7 @@ class HarnessProcess:
         return os.path.exists(os.path.join(self.workdir, PREPARED))
 
     def prepare(self, req: GpuRequest) -> None:
-        """Send ``req`` for a dry pass (evaluator/_prepare.py): the process compiles the candidate
+        """Send ``req`` for a dry pass (evaluator/sandbox/_prepare.py): the process compiles the candidate
         ahead, then waits for its real request, which ``serve`` must send for the same source."""
         assert self.proc is not None and self.proc.stdin is not None  # started, stdin=PIPE
         payload = msgspec.msgpack.encode(req)

@@ -1,0 +1,52 @@
+"""Where candidate code runs: the fork server on the CPU and the GPU harness, both out of the
+campaign's reach.
+
+Two entry points run as their own processes and are not imported here: ``_server`` (the preloaded
+fork server of the simulated backend; ``_child`` is what each forked candidate does) and
+``_gpu_harness`` (one candidate on one GPU, a fresh process each). Around them: ``_forkserver`` (the
+campaign's side of the fork server), ``_framing`` (frames over pipes with wall-clock deadlines),
+``_lifetime`` (no candidate outlives its parent), ``_rundir`` (a folder's run directory and
+inputs), ``_values`` (inputs and outputs across the boundary), ``_capture`` (launch capture),
+``_calls`` (one checked call and a shape's timed calls), ``_prepare`` (compiling ahead) and
+``_interpreter`` (work Triton's CPU interpreter repeats, removed once). The face below is what the
+backends and the benchmark scripts use.
+"""
+
+from kernel_scientist.evaluator._wire import GpuRequest
+from kernel_scientist.evaluator.sandbox._calls import time_shape, time_shape_eval_py
+from kernel_scientist.evaluator.sandbox._capture import capture_launches
+from kernel_scientist.evaluator.sandbox._child import meta_inputs, recheck_index
+from kernel_scientist.evaluator.sandbox._forkserver import (
+    ForkServer,
+    JobOutcome,
+    SandboxError,
+    last_output,
+    scrubbed_env,
+)
+from kernel_scientist.evaluator.sandbox._rundir import (
+    generate_input,
+    import_reference,
+    import_submission,
+    isolate_candidate,
+)
+from kernel_scientist.evaluator.sandbox._values import decode_output, prefill_output
+
+__all__ = [
+    "ForkServer",
+    "GpuRequest",
+    "JobOutcome",
+    "SandboxError",
+    "capture_launches",
+    "decode_output",
+    "generate_input",
+    "import_reference",
+    "import_submission",
+    "isolate_candidate",
+    "last_output",
+    "meta_inputs",
+    "prefill_output",
+    "recheck_index",
+    "scrubbed_env",
+    "time_shape",
+    "time_shape_eval_py",
+]
