@@ -1,11 +1,10 @@
 """Fit the timing model's constants to H200 sweeps and report its fidelity on data not used to fit.
 
-Data: sweeps of launch configurations x the 18 ranked shapes, do_bench medians (docs/h200/):
-``calib-sweep.json`` (scripts/sweep_h200.py: forms precise/fp16/bf16/fast, strided and K-contiguous,
-tiles, BLOCK_K, warps, stages, tile order, split-K; plus the seed, the reference and campaigns'
-best kernels under do_bench and the leaderboard protocol) and ``explore-1.json``/``explore-2.json``
-(scripts/explore_kernels.py; their K-contiguous rows include the copy in the timed call). Every
-row becomes the ``Launch`` (and torch ops) its kernel would be captured as, so the model is
+Data: sweeps of launch configurations x the 18 ranked shapes, do_bench medians, JSON or gzipped
+JSON: by default ``scripts/calibration/calib-sweep.json.gz`` (one H200, scripts/sweep_h200.py:
+forms precise/fp16/bf16/fast, strided and K-contiguous, tiles, BLOCK_K, warps, stages, tile order,
+split-K; plus the seed, the reference and a campaign's best kernel, read from the blackboard
+beside it, under do_bench and the leaderboard protocol). Every row becomes the ``Launch`` (and torch ops) its kernel would be captured as, so the model is
 exercised through the same entry points a campaign uses.
 
 Split: configurations are divided into two halves by a hash of their launch parameters (never by
@@ -19,7 +18,7 @@ whether its top 16 holds a configuration within 5% of the measured best. Then pr
 for whole submissions (the seed, the reference, campaigns' best) under do_bench and under the
 leaderboard protocol, which includes the host path per call.
 
-    python scripts/calibrate_model.py [--data docs/h200/calib-sweep.json ...] [--fit] [--write]
+    python scripts/calibrate_model.py [--data scripts/calibration/calib-sweep.json.gz ...] [--fit] [--write]
         [--split config|config2|shape|none] [--json out.json] [--model evaluator/model/_timing.py]
 
 ``--fit`` runs a Nelder-Mead search over the fitted constants (log space, restarted twice from its
@@ -32,11 +31,13 @@ from __future__ import annotations
 
 import argparse
 import ast
+import gzip
 import hashlib
 import json
 import math
 import re
 import sys
+import tempfile
 from pathlib import Path
 
 import msgspec
@@ -65,7 +66,8 @@ FITTED = (
     "atomic_eff",
 )
 FORMS = {"precise", "fp16", "bf16", "fast"}
-DEFAULT_DATA = [ROOT / "docs" / "h200" / "calib-sweep.json"]
+CALIBRATION = ROOT / "scripts" / "calibration"  # the data the model's fit rests on
+DEFAULT_DATA = [CALIBRATION / "calib-sweep.json.gz"]
 
 
 class Sample(msgspec.Struct, frozen=True):
@@ -92,12 +94,18 @@ class Sample(msgspec.Struct, frozen=True):
         )
 
 
+def _read_json(path: Path) -> dict:
+    """A sweep's JSON, gzipped (``.gz``) or not."""
+    raw = path.read_bytes()
+    return json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
+
+
 def load_samples(paths: list[Path]) -> list[Sample]:
     out: list[Sample] = []
     for path in paths:
         if not path.exists():
             continue
-        data = json.loads(path.read_text())
+        data = _read_json(path)
         for r in data.get("rows", []):
             if not r.get("us"):
                 continue
@@ -318,7 +326,7 @@ def submissions(data_paths: list[Path], device: str) -> list[dict]:
     for path in data_paths:
         if not path.exists():
             continue
-        data = json.loads(path.read_text())
+        data = _read_json(path)
         for name, sub in data.get("submissions", {}).items():
             if name == "reference":
                 with SimulatedBackend(task, device=device, noise=0.0) as backend:
@@ -362,9 +370,17 @@ def _campaign_source(label: str) -> str | None:
         return None
     import sqlite3
 
-    path = ROOT / "docs" / "h200" / f"{m.group(1)}.sqlite"
-    db = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
-    row = db.execute("SELECT json_extract(body, '$.source') FROM kernel WHERE id = ?", (int(m.group(2)),)).fetchone()
+    packed = CALIBRATION / f"{m.group(1)}.sqlite.gz"
+    if not packed.exists():
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "campaign.sqlite"
+        path.write_bytes(gzip.decompress(packed.read_bytes()))
+        db = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+        row = db.execute(
+            "SELECT json_extract(body, '$.source') FROM kernel WHERE id = ?", (int(m.group(2)),)
+        ).fetchone()
+        db.close()
     return row[0] if row else None
 
 

@@ -209,8 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         "--campaign-best",
         type=Path,
         action="append",
-        help="a campaign .sqlite: time its best measured kernel too (repeatable; default: the "
-        "H200 campaigns in docs/h200, none in a dry run)",
+        help="a campaign .sqlite: time its best measured kernel too (repeatable)",
     )
     p.add_argument("--limit", type=int, help="run only the first N variants")
     p.add_argument(
@@ -281,9 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     for spec in args.kernel:
         name, _, path = spec.partition("=")
         subs[name] = Path(path).read_text()
-    if args.campaign_best is None:
-        args.campaign_best = sorted((ROOT / "docs" / "h200").glob("campaign*.sqlite")) if cuda else []
-    for db in args.campaign_best:
+    for db in args.campaign_best or []:
         label, source, score = _campaign_best(db)
         subs[label] = source
         result.setdefault("recorded_scores", {})[label] = score

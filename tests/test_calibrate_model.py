@@ -4,6 +4,7 @@ carries the new values and is already in ruff's format."""
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
 import json
 import re
@@ -16,7 +17,7 @@ from _support import ROOT, script
 
 def _small_sweep(tmp_path, shapes: int = 2):
     """The calibration sweep cut to its first ``shapes`` shapes: quick to fit."""
-    data = json.loads((ROOT / "docs" / "h200" / "calib-sweep.json").read_text())
+    data = json.loads(gzip.decompress((ROOT / "scripts" / "calibration" / "calib-sweep.json.gz").read_bytes()))
     keep = list(dict.fromkeys(r["shape"] for r in data["rows"]))[:shapes]
     out = tmp_path / "small-sweep.json"
     out.write_text(json.dumps({"rows": [r for r in data["rows"] if r["shape"] in keep]}))
