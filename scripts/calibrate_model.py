@@ -390,7 +390,7 @@ def _write_params(params: Params, provenance: str, path: Path | None = None) -> 
     format leaves alone: one field per line, the provenance as one string or, past the line
     length, as parenthesised pieces. The statements are found by parsing the module (their
     lines, however many), so a multi-line provenance is replaced whole."""
-    path = path or ROOT / "evaluator" / "_model.py"
+    path = path or ROOT / "evaluator" / "model" / "_timing.py"
     lines = path.read_text().splitlines(keepends=True)
     spans = {}
     for node in ast.parse("".join(lines)).body:
@@ -440,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--model",
         type=Path,
-        default=ROOT / "evaluator" / "_model.py",
+        default=ROOT / "evaluator" / "model" / "_timing.py",
         help="the module whose HOPPER and FIT_PROVENANCE --write rewrites (default: the package's own)",
     )
     p.add_argument("--no-submissions", action="store_true")

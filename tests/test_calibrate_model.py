@@ -33,7 +33,7 @@ def _load(path):
 
 def test_write_rewrites_a_copy_of_the_model_that_still_imports_with_the_fitted_values(tmp_path):
     model = tmp_path / "_model.py"
-    shutil.copy(ROOT / "evaluator" / "_model.py", model)
+    shutil.copy(ROOT / "evaluator" / "model" / "_timing.py", model)
     before = _load(model)
     sweep = _small_sweep(tmp_path)
     assert "FIT_PROVENANCE = (\n" in model.read_text()  # the layout the old --write broke: several lines
@@ -59,7 +59,7 @@ def test_write_rewrites_a_copy_of_the_model_that_still_imports_with_the_fitted_v
         assert "small-sweep.json" in after.FIT_PROVENANCE and "held out" in after.FIT_PROVENANCE
         assert after.MODEL_VERSION in after.FIT_PROVENANCE
     assert after.HOPPER != before.HOPPER
-    assert (ROOT / "evaluator" / "_model.py").read_text() != model.read_text()  # the package's own untouched
+    assert (ROOT / "evaluator" / "model" / "_timing.py").read_text() != model.read_text()  # the package's own untouched
     ruff = [sys.executable, "-m", "ruff", "format", "--check", "--config", str(ROOT / "pyproject.toml"), str(model)]
     fmt = subprocess.run(ruff, capture_output=True, text=True)
     assert fmt.returncode == 0, fmt.stdout + fmt.stderr
