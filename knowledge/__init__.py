@@ -4,11 +4,11 @@ Layering: knowledge imports nothing else of ours (it sits beside the evaluator, 
 Each technique rewrites a submission's comment-delimited regions; see ``_regions``.
 """
 
-from ._base import Category, NotApplicable, Technique, Variant
-from ._docs import Document, documents
-from ._regions import read_tunables
-from ._retrieval import Passage, retrieve
-from .techniques import catalogue, technique
+from kernel_scientist.knowledge._base import Category, Technique, Variant
+from kernel_scientist.knowledge._docs import Document, documents
+from kernel_scientist.knowledge._regions import NotApplicable, read_tunables
+from kernel_scientist.knowledge._retrieval import Passage, retrieve
+from kernel_scientist.knowledge.techniques import catalogue, technique
 
 __all__ = [
     "Category",

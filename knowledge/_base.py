@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import ClassVar, Literal, NamedTuple, TypeVar, cast
 
 import msgspec
+from kernel_scientist.knowledge._regions import NotApplicable
+from kernel_scientist.knowledge._twin import mirror_into_twin
 
 Category = Literal["tiling", "parallelism", "memory", "precision", "schedule", "tuning", "crossover"]
 Param = int | float | str | bool
@@ -33,10 +35,6 @@ class Form(NamedTuple):
     params: dict[str, Param]
     label: str
     changes: list[str]
-
-
-class NotApplicable(Exception):
-    """The technique cannot transform this source; the message says why."""
 
 
 class Technique:
@@ -108,8 +106,6 @@ class Technique:
         """``apply``, with the change also made to stream_k's copy of the GEMM kernel where the copy
         reads as the rewritten part did (a grouped tile order reaches both structures). What the
         engineers and compound plans call; ``apply`` is each technique's own transformation."""
-        from .techniques._gemm import mirror_into_twin  # techniques import this module
-
         return mirror_into_twin(source, self.apply(source, params, reference))
 
     # -- helpers for subclasses -------------------------------------------------------------

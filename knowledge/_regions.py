@@ -16,7 +16,11 @@ import textwrap
 
 import msgspec
 
-from ._base import NotApplicable
+
+class NotApplicable(Exception):
+    """A technique cannot transform this source (it lacks a region or a form the rewrite needs);
+    the message says why."""
+
 
 _OPEN = re.compile(r"^(\s*)# region: (\w+)\s*$")
 _CLOSE = re.compile(r"^\s*# endregion(?::\s*(\w+))?\s*$")

@@ -13,9 +13,8 @@ from __future__ import annotations
 import re
 
 import msgspec
+from kernel_scientist.knowledge._docs import documents
 from rank_bm25 import BM25Okapi
-
-from ._docs import documents
 
 _WORD = re.compile(r"[a-z0-9]+(?:\.[0-9]+)?")
 _STOP = frozenset(

@@ -1,4 +1,4 @@
-"""Programmatic dependent launch (knowledge/techniques/dependent_launch.py) on the Hopper line: where
+"""Programmatic dependent launch (knowledge/techniques/gemm/dependent_launch.py) on the Hopper line: where
 it goes in, where it is refused, that the kernels stay right in the interpreter (where it is off),
 and that with it on, Triton's compiler for sm_90 emits the griddepcontrol pair (no GPU needed)."""
 

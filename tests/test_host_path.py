@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 from kernel_scientist.evaluator.sandbox._forkserver import scrubbed_env
-from kernel_scientist.knowledge.techniques import hopper, tuning
+from kernel_scientist.knowledge.techniques.gemm import hopper, tuning
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -144,7 +144,7 @@ def _replay_namespace(monkeypatch):
     """The seed after launch_replay, reduced to its host helpers (launch cache with the recorder
     hooks, the replay wrapper), with a GPU driver stood in so that the direct launcher is used."""
     from kernel_scientist.knowledge._regions import parse
-    from kernel_scientist.knowledge.techniques.replay import LaunchReplay
+    from kernel_scientist.knowledge.techniques.host.replay import LaunchReplay
 
     seed = (ROOT / "evaluator" / "tasks" / "amd_fp8_mm" / "submission.py").read_text()
     source = LaunchReplay().apply(seed, {"replay": True})
@@ -381,7 +381,7 @@ def test_an_allocator_that_hands_out_new_memory_keeps_the_launchers_own_path(mon
 
 
 def test_the_signature_tells_apart_what_a_launch_specialises_on():
-    from kernel_scientist.knowledge.techniques.replay import REPLAY
+    from kernel_scientist.knowledge.techniques.host.replay import REPLAY
 
     ns = {"torch": torch}
     start = REPLAY.index("def _ks_signature")

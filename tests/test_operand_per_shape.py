@@ -1,4 +1,4 @@
-"""operand_per_shape (knowledge/techniques/operand_per_shape.py): whether the pre-pass converts a,
+"""operand_per_shape (knowledge/techniques/gemm/operand_per_shape.py): whether the pre-pass converts a,
 or the GEMM converts a's fp8 tiles itself, made a tuner switch. Rewrites on the Hopper line with and
 without stream-K, both values right in Triton's CPU interpreter (e4m3fn and e4m3fnuz inputs), the
 pre-pass timed with the GEMM by the tuner, and the refusals."""

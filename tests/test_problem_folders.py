@@ -511,7 +511,7 @@ class _Kernel:
 
 
 def _helper():
-    from kernel_scientist.knowledge.techniques.direct import HELPER
+    from kernel_scientist.knowledge.techniques.host.direct import HELPER
 
     space: dict = {}
     exec(HELPER, space)  # noqa: S102 - the exact text the technique writes into a submission

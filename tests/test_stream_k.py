@@ -1,4 +1,4 @@
-"""Stream-K (knowledge/techniques/stream_k.py) on the Hopper line a campaign builds: the K blocks of
+"""Stream-K (knowledge/techniques/gemm/stream_k.py) on the Hopper line a campaign builds: the K blocks of
 the last waves shared out over the persistent programs, the fix-up between programs, the per-shape
 switch back to the loop as it was, and the tuner that times both.
 

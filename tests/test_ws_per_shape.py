@@ -1,4 +1,4 @@
-"""ws_per_shape (knowledge/techniques/hopper.py): the persistent loop's warp specialisation made a
+"""ws_per_shape (knowledge/techniques/gemm/hopper.py): the persistent loop's warp specialisation made a
 tuner switch, so a submission picks it per shape. Rewrites on campaign H's line with and without
 stream-K, both values right in Triton's CPU interpreter, and the tuner's trials."""
 

@@ -2,25 +2,30 @@
 
 from __future__ import annotations
 
-from .._base import Technique
-from .amd_knobs import AmdKnobs
-from .compound import Compound
-from .crossover import Crossover
-from .dependent_launch import DependentLaunch
-from .direct import DirectLaunch
-from .dispatch import ShapeDispatch
-from .hopper import ConversionPrepass, PerShapeWarpSpecialize, TensorDescriptors, WarpSpecialize
-from .launch import BlockSize, LaunchStages, LaunchWarps
-from .layout import LayoutPrepass
-from .operand_per_shape import OperandPerShape
-from .order import GroupedOrder, Persistent, XcdRemap
-from .precision import AccumulationPrecision
-from .replay import LaunchReplay
-from .scale_fold import ScaleFold
-from .split_k import SplitK
-from .stream_k import StreamK
-from .tunables import Stages, TileShape, Warps
-from .tuning import InSubmissionTuning, LeanHost
+from kernel_scientist.knowledge._base import Technique
+from kernel_scientist.knowledge.techniques.any_kernel.launch import BlockSize, LaunchStages, LaunchWarps
+from kernel_scientist.knowledge.techniques.compound import Compound
+from kernel_scientist.knowledge.techniques.crossover import Crossover
+from kernel_scientist.knowledge.techniques.gemm.amd_knobs import AmdKnobs
+from kernel_scientist.knowledge.techniques.gemm.dependent_launch import DependentLaunch
+from kernel_scientist.knowledge.techniques.gemm.dispatch import ShapeDispatch
+from kernel_scientist.knowledge.techniques.gemm.hopper import (
+    ConversionPrepass,
+    PerShapeWarpSpecialize,
+    TensorDescriptors,
+    WarpSpecialize,
+)
+from kernel_scientist.knowledge.techniques.gemm.layout import LayoutPrepass
+from kernel_scientist.knowledge.techniques.gemm.operand_per_shape import OperandPerShape
+from kernel_scientist.knowledge.techniques.gemm.order import GroupedOrder, Persistent, XcdRemap
+from kernel_scientist.knowledge.techniques.gemm.precision import AccumulationPrecision
+from kernel_scientist.knowledge.techniques.gemm.scale_fold import ScaleFold
+from kernel_scientist.knowledge.techniques.gemm.split_k import SplitK
+from kernel_scientist.knowledge.techniques.gemm.stream_k import StreamK
+from kernel_scientist.knowledge.techniques.gemm.tunables import Stages, TileShape, Warps
+from kernel_scientist.knowledge.techniques.gemm.tuning import InSubmissionTuning, LeanHost
+from kernel_scientist.knowledge.techniques.host.direct import DirectLaunch
+from kernel_scientist.knowledge.techniques.host.replay import LaunchReplay
 
 _CLASSES = (
     TileShape,

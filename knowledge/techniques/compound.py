@@ -13,7 +13,8 @@ from __future__ import annotations
 import itertools
 import json
 
-from .._base import NotApplicable, Param, Technique, Variant, _same
+from kernel_scientist.knowledge._base import Param, Technique, Variant, _same
+from kernel_scientist.knowledge._regions import NotApplicable
 
 MAX_STEPS = 3
 # Plain retuning of one constant is cheap to try alone and is what in-submission tuning searches:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from .._base import NotApplicable, Param, Technique, Variant
-from .._regions import read_tunables, set_constant
+from kernel_scientist.knowledge._base import Param, Technique, Variant
+from kernel_scientist.knowledge._regions import NotApplicable, read_tunables, set_constant
 
 
 class Crossover(Technique):

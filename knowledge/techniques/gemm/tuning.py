@@ -14,8 +14,16 @@ from __future__ import annotations
 
 import re
 
-from .._base import Form, NotApplicable, Param, Technique
-from .._regions import body, has, insert_after_region, parse, replace_body, require
+from kernel_scientist.knowledge._base import Form, Param, Technique
+from kernel_scientist.knowledge._regions import (
+    NotApplicable,
+    body,
+    has,
+    insert_after_region,
+    parse,
+    replace_body,
+    require,
+)
 
 # Common Hopper/CDNA GEMM settings (tile, warps, pipeline depth), largest tiles first; general
 # practice, not measured on this task: settings that do not fit a GPU fail to compile and are

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 
-from .._base import Form, NotApplicable, Param, Technique
-from .._regions import body, has, replace_line, require
+from kernel_scientist.knowledge._base import Form, Param, Technique
+from kernel_scientist.knowledge._regions import NotApplicable, body, has, replace_line, require
 
 # The scaled add as the seed writes it (and every technique before this one keeps it).
 _SCALED_ADD = re.compile(r"^acc\s*\+=\s*(?P<p>\w+)\s*\*\s*a_s\[:,\s*None\]\s*\*\s*b_s\[None,\s*:\]$")

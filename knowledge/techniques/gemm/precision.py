@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
-from .._base import Form, NotApplicable, Param, Technique
-from .._regions import body, has, replace_line, require
+from kernel_scientist.knowledge._base import Form, Param, Technique
+from kernel_scientist.knowledge._regions import NotApplicable, body, has, replace_line, require
 
 _DOT = re.compile(r"^(?P<lhs>\w+\s*=\s*)tl\.dot\((?P<args>.*)\)\s*$")
 _OPERAND = re.compile(r"^\s*(\w+)")

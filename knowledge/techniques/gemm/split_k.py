@@ -11,8 +11,9 @@ from __future__ import annotations
 import textwrap
 from typing import ClassVar
 
-from .._base import NotApplicable, Param
-from .._regions import (
+from kernel_scientist.knowledge._base import Param
+from kernel_scientist.knowledge._regions import (
+    NotApplicable,
     add_tunable,
     body,
     has,
@@ -25,7 +26,7 @@ from .._regions import (
     require,
     set_constant,
 )
-from ._constant import ConstantStructure
+from kernel_scientist.knowledge.techniques.gemm._constant import ConstantStructure
 
 _REGIONS = ("work_preamble", "pid_map", "k_bounds", "epilogue", "output", "grid", "finish")
 

@@ -18,11 +18,21 @@ from __future__ import annotations
 import re
 import textwrap
 
-from .._base import Form, NotApplicable, Param, Technique
-from .._regions import add_tunable, body, has, insert, insert_after_region, replace_body, replace_line, require
-from ._gemm import TWIN_SWITCH, find_twin, gemm_kernel
-from .precision import _dot_line
-from .split_k import WS_CONFLICT, WS_SWITCH_MARK
+from kernel_scientist.knowledge._base import Form, Param, Technique
+from kernel_scientist.knowledge._regions import (
+    NotApplicable,
+    add_tunable,
+    body,
+    has,
+    insert,
+    insert_after_region,
+    replace_body,
+    replace_line,
+    require,
+)
+from kernel_scientist.knowledge._twin import TWIN_SWITCH, find_twin, gemm_kernel
+from kernel_scientist.knowledge.techniques.gemm.precision import _dot_line
+from kernel_scientist.knowledge.techniques.gemm.split_k import WS_CONFLICT, WS_SWITCH_MARK
 
 _PREPASS_KERNEL = '''
 # region: prepass_kernel

@@ -7,9 +7,17 @@ written as plain Python in the submission, so later techniques (and LLM edits) c
 
 from __future__ import annotations
 
-from .._base import Form, NotApplicable, Param, Technique
-from .._regions import body, has, insert_near, read_tunables, replace_body, require
-from .split_k import install as install_split_k
+from kernel_scientist.knowledge._base import Form, Param, Technique
+from kernel_scientist.knowledge._regions import (
+    NotApplicable,
+    body,
+    has,
+    insert_near,
+    read_tunables,
+    replace_body,
+    require,
+)
+from kernel_scientist.knowledge.techniques.gemm.split_k import install as install_split_k
 
 CUS = 304  # MI300X compute units: the number of tiles one full wave occupies
 

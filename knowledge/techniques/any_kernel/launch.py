@@ -17,7 +17,8 @@ from __future__ import annotations
 import ast
 from typing import TypeGuard, cast
 
-from .._base import Form, NotApplicable, Param, Technique
+from kernel_scientist.knowledge._base import Form, Param, Technique
+from kernel_scientist.knowledge._regions import NotApplicable
 
 
 def _sites(source: str, want) -> list[tuple[str, ast.Constant]]:

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import ast
 
-from .._base import Form, NotApplicable, Param, Technique
+from kernel_scientist.knowledge._base import Form, Param, Technique
+from kernel_scientist.knowledge._regions import NotApplicable
 
 HELPER = '''
 
-# region-free helper written by the direct_launch technique (knowledge/techniques/direct.py)
+# region-free helper written by the direct_launch technique (knowledge/techniques/host/direct.py)
 _KS_COMPILED = {}
 
 

@@ -28,8 +28,9 @@ from __future__ import annotations
 import re
 import textwrap
 
-from .._base import Form, NotApplicable, Param, Technique
-from .._regions import (
+from kernel_scientist.knowledge._base import Form, Param, Technique
+from kernel_scientist.knowledge._regions import (
+    NotApplicable,
     add_tunable,
     body,
     has,
@@ -40,9 +41,9 @@ from .._regions import (
     replace_line,
     require,
 )
-from ._gemm import MARKER, TWIN_NOTE_START, TWIN_SWITCH, gemm_kernel, twin_name
-from .hopper import persistent_loop
-from .tuning import no_specialise
+from kernel_scientist.knowledge._twin import MARKER, TWIN_NOTE_START, TWIN_SWITCH, gemm_kernel, twin_name
+from kernel_scientist.knowledge.techniques.gemm.hopper import persistent_loop
+from kernel_scientist.knowledge.techniques.gemm.tuning import no_specialise
 
 _SCHEDULE = """
 # region: stream_k_schedule

@@ -6,8 +6,8 @@ copies; Triton then specialises the K stride to 1 and emits wide vector loads al
 
 from __future__ import annotations
 
-from .._base import Form, NotApplicable, Param, Technique
-from .._regions import body, has, insert, replace_body, require
+from kernel_scientist.knowledge._base import Form, Param, Technique
+from kernel_scientist.knowledge._regions import NotApplicable, body, has, insert, replace_body, require
 
 _COPIES = {
     "ab": ("a = a.contiguous()", "b = b.contiguous()"),

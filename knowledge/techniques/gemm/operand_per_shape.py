@@ -14,9 +14,18 @@ from __future__ import annotations
 
 import re
 
-from .._base import Form, NotApplicable, Param, Technique
-from .._regions import add_tunable, body, has, insert, insert_near, replace_body, require
-from .hopper import _add_switch, _require_switches
+from kernel_scientist.knowledge._base import Form, Param, Technique
+from kernel_scientist.knowledge._regions import (
+    NotApplicable,
+    add_tunable,
+    body,
+    has,
+    insert,
+    insert_near,
+    replace_body,
+    require,
+)
+from kernel_scientist.knowledge.techniques.gemm.hopper import _add_switch, _require_switches
 
 _A_LOAD = "a = a_desc.load([k0, pid_m * BLOCK_M]).T"
 _PREPASS_CALL = re.compile(r"^a, b = to_fp16\((?P<args>[^)]*)\)")

@@ -43,9 +43,9 @@ from __future__ import annotations
 
 import re
 
-from .._base import Form, NotApplicable, Param, Technique
-from .._regions import has, insert_after_region, require
-from .tuning import LeanHost
+from kernel_scientist.knowledge._base import Form, Param, Technique
+from kernel_scientist.knowledge._regions import NotApplicable, has, insert_after_region, require
+from kernel_scientist.knowledge.techniques.gemm.tuning import LeanHost
 
 REPLAY = '''
 # region: launch_replay

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import re
 
-from .._base import NotApplicable
-from .._regions import parse
+from kernel_scientist.knowledge._regions import NotApplicable, parse
 
 # The GEMM kernel: its decorator, its def (parameters in region ``params``) to the end of region ``tile``.
 _KERNEL = re.compile(

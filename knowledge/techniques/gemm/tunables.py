@@ -6,8 +6,8 @@ refused instead of silently gaining a setting nothing reads.
 
 from __future__ import annotations
 
-from .._base import Form, NotApplicable, Param, Technique
-from .._regions import has, read_tunables, require, set_constant
+from kernel_scientist.knowledge._base import Form, Param, Technique
+from kernel_scientist.knowledge._regions import NotApplicable, has, read_tunables, require, set_constant
 
 
 def _need(source: str, *names: str, why: str) -> dict[str, int]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from .._base import Form, Param, Technique
-from .._regions import body, has, read_tunables, require, set_constant
+from kernel_scientist.knowledge._base import Form, Param, Technique
+from kernel_scientist.knowledge._regions import body, has, read_tunables, require, set_constant
 
 
 class ConstantStructure(Technique):

@@ -16,9 +16,18 @@ from __future__ import annotations
 
 import re
 
-from .._base import Form, NotApplicable, Param, Technique
-from .._regions import body, has, insert, insert_after_region, insert_near, replace_body, require
-from ._gemm import find_twin, gemm_kernel
+from kernel_scientist.knowledge._base import Form, Param, Technique
+from kernel_scientist.knowledge._regions import (
+    NotApplicable,
+    body,
+    has,
+    insert,
+    insert_after_region,
+    insert_near,
+    replace_body,
+    require,
+)
+from kernel_scientist.knowledge._twin import find_twin, gemm_kernel
 
 MARK = "dependent_launch"
 

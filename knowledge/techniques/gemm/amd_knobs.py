@@ -8,8 +8,16 @@ LDS. CUDA's Triton rejects these keywords and the interpreter has no use for the
 
 from __future__ import annotations
 
-from .._base import Form, NotApplicable, Param, Technique
-from .._regions import body, has, insert_near, read_tunables, require, set_constant
+from kernel_scientist.knowledge._base import Form, Param, Technique
+from kernel_scientist.knowledge._regions import (
+    NotApplicable,
+    body,
+    has,
+    insert_near,
+    read_tunables,
+    require,
+    set_constant,
+)
 
 _KEYS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack")
 _CONSTANTS = {"waves_per_eu": "WAVES_PER_EU", "matrix_instr_nonkdim": "MATRIX_INSTR_NONKDIM", "kpack": "KPACK"}

@@ -7,9 +7,16 @@ it comes first), then ``split_k_pid`` (owned by split_k), then ``tile_order`` (r
 
 from __future__ import annotations
 
-from .._base import NotApplicable
-from .._regions import add_tunable, body, insert, replace_body, replace_line, require
-from ._constant import ConstantStructure
+from kernel_scientist.knowledge._regions import (
+    NotApplicable,
+    add_tunable,
+    body,
+    insert,
+    replace_body,
+    replace_line,
+    require,
+)
+from kernel_scientist.knowledge.techniques.gemm._constant import ConstantStructure
 
 
 class GroupedOrder(ConstantStructure):
