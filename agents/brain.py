@@ -12,9 +12,10 @@ from typing import Protocol
 
 import msgspec
 from kernel_scientist.blackboard import Outcome
+from kernel_scientist.blackboard.records import Param
 from kernel_scientist.evaluator import RuleFinding
 
-Params = dict[str, int | float | str | bool]
+Params = dict[str, Param]
 
 
 class CannotImplement(Exception):

@@ -89,7 +89,9 @@ class Outcome(enum.StrEnum):
     REJECTED_BY_RULE = "rejected_by_rule"
 
 
-Arg = int | float | bool | str  # one keyword argument of a task's generate_input
+# One parameter value, wherever one is named: a keyword argument of a task's generate_input, a
+# technique's or a plan's parameter.
+Param = int | float | bool | str
 
 
 class Shape(msgspec.Struct, frozen=True):
@@ -106,10 +108,10 @@ class Shape(msgspec.Struct, frozen=True):
     n: int | None = None
     k: int | None = None
     seed: int = 0
-    args: tuple[tuple[str, Arg], ...] = ()
+    args: tuple[tuple[str, Param], ...] = ()
 
     @classmethod
-    def of(cls, kwargs: dict[str, Arg]) -> Shape:
+    def of(cls, kwargs: dict[str, Param]) -> Shape:
         """From one ``tests:``/``benchmarks:`` entry of task.yml."""
         rest = {k: v for k, v in kwargs.items() if k not in ("m", "n", "k", "seed")}
         seed = kwargs.get("seed", 0)
@@ -117,7 +119,7 @@ class Shape(msgspec.Struct, frozen=True):
         m, n, k = (cast("int | None", kwargs.get(name)) for name in ("m", "n", "k"))
         return cls(m=m, n=n, k=k, seed=seed if isinstance(seed, int) else 0, args=tuple(rest.items()))
 
-    def kwargs(self) -> dict[str, Arg]:
+    def kwargs(self) -> dict[str, Param]:
         """The keyword arguments for ``generate_input`` (seed included)."""
         mnk = {name: v for name, v in (("m", self.m), ("n", self.n), ("k", self.k)) if v is not None}
         return {**mnk, **dict(self.args), "seed": self.seed}
@@ -372,7 +374,7 @@ class Hypothesis(msgspec.Struct, frozen=True):
     reference_id: int | None
     avenue: str
     technique: str
-    params: dict[str, int | float | str | bool]
+    params: dict[str, Param]
     plan: str  # the rubric of code changes, in words
     changes: list[str]
     min_uplift: float  # predicted fractional speed-up of the score, e.g. 0.05 = 5% faster

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Literal
 
 import msgspec
-from kernel_scientist.blackboard.records import Arg, Shape
+from kernel_scientist.blackboard.records import Param, Shape
 
 
 class TaskError(Exception):
@@ -59,15 +59,15 @@ class TaskMeta(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     output: int | None = None
     gemm: bool = False
     # CPU check shapes: the smallest tests, the GEMM tests scaled down, or an explicit list.
-    check: Literal["smallest", "scaled-gemm"] | list[dict[str, Arg]] = "smallest"
+    check: Literal["smallest", "scaled-gemm"] | list[dict[str, Param]] = "smallest"
 
 
 class _TaskYml(msgspec.Struct, frozen=True):
     files: list[_FileEntry] = []
     lang: str = "py"
     description: str = ""
-    tests: list[dict[str, Arg]] = []
-    benchmarks: list[dict[str, Arg]] = []
+    tests: list[dict[str, Param]] = []
+    benchmarks: list[dict[str, Param]] = []
     ranking_by: Literal["geom", "mean", "last"] = "geom"
     kernel_scientist: TaskMeta = TaskMeta()
 
@@ -142,7 +142,7 @@ _FUNCS: dict[str, Callable[..., float]] = {
 }
 
 
-def arith(text: str, names: dict[str, Arg]) -> float:
+def arith(text: str, names: dict[str, Param]) -> float:
     """Arithmetic over the shape's arguments; nothing else (no attribute, no call but _FUNCS)."""
 
     def ev(node: ast.AST) -> float:
@@ -199,7 +199,7 @@ def _generator_signature(reference: Path) -> _Signature | None:
     return None
 
 
-def _shapes(entries: list[dict[str, Arg]], where: str, sig: _Signature | None = None) -> list[Shape]:
+def _shapes(entries: list[dict[str, Param]], where: str, sig: _Signature | None = None) -> list[Shape]:
     out = []
     for entry in entries:
         if "seed" in entry and not isinstance(entry["seed"], int):

@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import ClassVar, Literal, NamedTuple, TypeVar, cast
 
 import msgspec
+from kernel_scientist.blackboard.records import Param
 from kernel_scientist.knowledge._regions import NotApplicable
 from kernel_scientist.knowledge._twin import mirror_into_twin
 
 Category = Literal["tiling", "parallelism", "memory", "precision", "schedule", "tuning", "crossover"]
-Param = int | float | str | bool
 T = TypeVar("T", bound=Param)  # one type of parameter value
 
 
