@@ -10,7 +10,8 @@ window, the folder's check on the copy after it, the mean of up to --max-calls c
 a standard error of 0.1% of the mean or when --budget is spent). Then, from the harness's own
 timed calls (``time_shape``: fresh inputs and an L2 flush before every call, every output
 checked): ``harness clock`` is the host clock around the call with the device events recorded
-inside it (15-25 us above eval.py's loop on an H200, docs/h200.md), ``events`` the device events
+inside it (24-28 us above eval.py's loop for the best kernel on an H200 in three calls:
+docs/results.md#two-protocols-and-why-their-numbers-differ), ``events`` the device events
 around the call, as the campaign's harness scores, and ``host work`` the host time until the
 call returned. With --do-bench, the published anchors' protocol: the median
 of triton.testing.do_bench on one input set (launches queued back to back: GPU time only). A

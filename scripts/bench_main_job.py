@@ -154,11 +154,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     overrides = [*args.overrides, *([f"campaign.seed={args.seed}"] if args.seed is not None else [])]
 
-    from kernel_scientist.blackboard import load_scenario, open_existing
+    from kernel_scientist.blackboard import ScenarioError, load_scenario, open_existing
 
     from kernel_scientist import campaign
 
-    scenario = load_scenario(args.scenario, overrides)
+    try:
+        scenario = load_scenario(args.scenario, overrides)
+    except ScenarioError as exc:
+        print(f"bench_main_job: {exc}", file=sys.stderr)
+        return 2
     load_before = os.getloadavg()[0]
     anchor_import = bare_import_s()
     anchor_start, anchor_prescreen = one_prescreen_s(scenario)

@@ -29,12 +29,25 @@ def _links(path):
             yield target
 
 
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def _anchor(heading):
+    """GitHub's anchor for a heading: lower case, punctuation but hyphens and underscores dropped."""
+    text = re.sub(r"[`*]", "", heading.strip().lower())
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def _anchors(page):
+    return {_anchor(m) for m in re.findall(r"^#{1,6} (.+)$", page.read_text(), re.M)}
+
+
 def test_the_readme_is_a_short_guide_and_every_page_it_links_exists():
     readme = ROOT / "README.md"
     text = readme.read_text()
     assert len(text.splitlines()) < 150
-    for page in [readme, *sorted((ROOT / "docs").glob("*.md"))]:
-        for target in _links(page):
+    for page in PAGES:
+        for target in _links(page):  # pages, data files, folders: every relative link
             assert (page.parent / target).exists(), f"{page.relative_to(ROOT)} links to missing {target}"
     linked = set(_links(readme))
     for page in (
@@ -45,7 +58,7 @@ def test_the_readme_is_a_short_guide_and_every_page_it_links_exists():
         "docs/techniques.md",
         "docs/ray.md",
         "docs/evaluator.md",
-        "docs/h200.md",
+        "docs/results.md",
         "docs/decisions.md",
         "docs/stack-pitfalls.md",
         "docs/evaluator-attacks.md",
@@ -57,6 +70,57 @@ def test_the_readme_is_a_short_guide_and_every_page_it_links_exists():
     assert "kernel-scientist run scenarios/amd_fp8_mm_mi300x.toml" in text
     assert "https://download.pytorch.org/whl/cpu" in text
     assert "stderr" in text and "stdout" in text
+
+
+def test_every_section_a_page_links_to_exists():
+    for page in PAGES:
+        for target, anchor in re.findall(r"\]\(([^)#\s]*)#([^)\s]+)\)", page.read_text()):
+            if re.match(r"[a-z]+://", target):
+                continue
+            linked = (page.parent / target) if target else page
+            if linked.suffix == ".md":
+                assert anchor in _anchors(linked), (
+                    f"{page.relative_to(ROOT)} links to a missing section {target}#{anchor}"
+                )
+
+
+# A path to a data file written in a page's text (not only as a link): `docs/results/x.json.gz`,
+# `results/x.log.gz`, `scripts/calibration/calib-sweep.json.gz`. Paths a user creates (runs/, OUT/,
+# DIR/, /tmp) and ones read from git history (`git show REV:PATH`) are not files of the checkout.
+DATA_PATH = re.compile(r"(?<![\w:/.-])((?:[\w.-]+/)+[\w.-]+\.(?:gz|json|jsonl|log|txt|csv|sqlite|png|svg))(?![\w/-])")
+MADE_BY_THE_USER = ("runs/", "OUT/", "DIR/", "out/", "tmp/")
+
+
+def test_every_data_file_a_page_names_exists():
+    for page in PAGES:
+        for path in DATA_PATH.findall(page.read_text()):
+            if path.startswith(MADE_BY_THE_USER) or "*" in path or re.search(r"\b[A-Z]{2,}\b", path):
+                continue  # made by the user, a pattern, or a placeholder (FILE, NAME)
+            assert (page.parent / path).exists() or (ROOT / path).exists(), (
+                f"{page.relative_to(ROOT)} names {path}, which does not exist"
+            )
+    for page in PAGES:  # the lab notebook left for git history: nothing may link it
+        assert not [t for t in _links(page) if re.search(r"(^|/)h200(\.md|/)", t)], page
+
+
+def test_the_logs_the_results_page_names_are_in_its_archive():
+    import fnmatch
+    import tarfile
+
+    page = (ROOT / "docs" / "results.md").read_text()
+    body = page.split("## The data files")[0]  # that table names files by their old names too
+    with tarfile.open(ROOT / "docs" / "results" / "explorations.tar.gz") as archive:
+        members = archive.getnames()
+    kept = {f.name.removesuffix(".gz") for f in (ROOT / "docs" / "results").iterdir()}
+    for name in set(re.findall(r"`([\w*.-]+\.(?:log|txt|json))`", body)):
+        assert fnmatch.filter(members, name) or name in kept, f"docs/results.md names {name}, in no data file"
+
+
+def test_docs_stay_small():
+    """docs/ is a guide with the few data files its claims rest on; earlier runs live in git history."""
+    files = [f for f in (ROOT / "docs").rglob("*") if f.is_file()]
+    assert sum(f.stat().st_size for f in files) < 2 * 1024 * 1024
+    assert len(list((ROOT / "docs" / "results").iterdir())) <= 25
 
 
 # Notes that once pointed outside the repository (the project's design brief, its style guide, a

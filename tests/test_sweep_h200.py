@@ -1,4 +1,5 @@
-"""scripts/sweep_h200.py, the calibration sweep for one GPU session, in its CPU dry-run mode."""
+"""scripts/sweep_h200.py, the calibration sweep for one GPU session (its kernel forms in scripts/_gemm_forms.py), in
+its CPU dry-run mode."""
 
 from __future__ import annotations
 
