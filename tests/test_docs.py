@@ -147,3 +147,40 @@ def test_no_comment_or_page_points_to_a_file_outside_the_repository():
         if OUTSIDE.search(line)
     ]
     assert not hits, "move the note into docs/ or inline it:\n" + "\n".join(hits)
+
+
+# History belongs to git, not to the product: a comment or page states a conclusion and, where a
+# measured number is the reason, the data file; never the session or the campaign that produced it.
+DIARY = re.compile(
+    r"\b(first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth|thirteenth|"
+    r"fourteenth|fifteenth|sixteenth|seventeenth|eighteenth|nineteenth|twentieth|twenty-\w+)"
+    r"( and \w+)? sessions?\b|\bsession \d+\b|\bcampaigns? [A-Z]{1,2}\d?\b(?![-\w])",
+)
+GONE = re.compile(r"docs/h200\b")  # the lab notebook the results page replaced (a page may cite it in git history)
+
+
+def test_no_product_comment_or_page_names_a_session_or_a_campaign_letter():
+    import subprocess
+
+    tracked = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "*.py", "*.md", "*.toml", "*.sh"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    hits = [
+        f"{name}:{i}: {line.strip()}"
+        for name in tracked
+        if not name.startswith("tests/") and (ROOT / name).exists()
+        for i, line in enumerate((ROOT / name).read_text(errors="replace").splitlines(), 1)
+        if DIARY.search(line) or (not name.endswith(".md") and GONE.search(line))
+    ]
+    assert not hits, "say what and why, with the data file; history stays in git:\n" + "\n".join(hits)
+
+
+def test_the_diary_pattern_catches_what_it_is_for():
+    for said in ("the sixth session", "in the twenty-eighth session", "campaign O's kernel", "campaigns Q and R"):
+        assert DIARY.search(said), said
+    for fine in ("a new session whose process group", "the campaign's best", "a campaign-h200.sqlite.gz"):
+        assert not DIARY.search(fine), fine
