@@ -184,3 +184,22 @@ def test_the_diary_pattern_catches_what_it_is_for():
         assert DIARY.search(said), said
     for fine in ("a new session whose process group", "the campaign's best", "a campaign-h200.sqlite.gz"):
         assert not DIARY.search(fine), fine
+
+
+def test_the_readmes_layout_names_every_folder_and_only_what_exists():
+    import subprocess
+
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## Layout", 1)[1].split("```", 2)[1]
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    tops = {name.split("/")[0] for name in tracked if "/" in name and not name.startswith(".")}
+    missing = [top for top in sorted(tops) if f"{top}/" not in block]
+    assert not missing, f"README's layout does not name {missing}"
+    folder = None
+    for part in (p for line in block.splitlines() for p in line.split(";")):  # "a/ ...; b/ ..." names two
+        lead = re.match(r"\s?(\w+)/", part)
+        folder = ROOT / lead[1] if lead else folder
+        for name in re.findall(r"(?<![\w/.])(\w+/|\w+\.py)", part):
+            name = name.rstrip("/")
+            found = (ROOT / name).exists() or (folder is not None and any(folder.rglob(name)))
+            assert found, f"README's layout names {name}, which {folder} does not hold"
