@@ -1,7 +1,11 @@
-"""Offline knowledge: executable GEMM optimisation techniques and literature digests.
+"""Offline knowledge: executable kernel optimisation techniques and literature digests.
 
-Layering: knowledge imports nothing else of ours (it sits beside the evaluator, under the agents).
-Each technique rewrites a submission's comment-delimited regions; see ``_regions``.
+Layering: knowledge sits beside the evaluator, under the agents; of ours it imports only the
+blackboard's records (a technique's parameter values are ``records.Param``). ``techniques`` holds
+the catalogue (``catalogue``, ``technique``); ``_base`` the interface every technique implements;
+``_regions`` the editing of a submission's comment-delimited regions that the GEMM techniques
+rewrite; ``_twin`` where stream_k's copy of the GEMM kernel is, which every rewrite keeps in step;
+``_docs`` and ``_retrieval`` the digests in ``docs/`` and the passages a prompt quotes from them.
 """
 
 from kernel_scientist.knowledge._base import Category, Technique, Variant

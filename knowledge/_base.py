@@ -13,7 +13,7 @@ from typing import ClassVar, Literal, NamedTuple, TypeVar, cast
 
 import msgspec
 from kernel_scientist.blackboard.records import Param
-from kernel_scientist.knowledge._regions import NotApplicable
+from kernel_scientist.knowledge._regions import NotApplicable, has, require
 from kernel_scientist.knowledge._twin import mirror_into_twin
 
 Category = Literal["tiling", "parallelism", "memory", "precision", "schedule", "tuning", "crossover"]
@@ -39,9 +39,10 @@ class Form(NamedTuple):
 
 class Technique:
     """Base class of every catalogue entry. Subclasses set the class attributes and override
-    ``detect`` and ``apply``, and say which forms they offer: one ``form``, or ``forms`` of a source
-    (``variants`` keeps those the source does not have yet); a technique whose forms depend on a
-    reference kernel overrides ``variants`` itself."""
+    ``detect`` and ``apply`` (``Structure`` does both for a technique whose one form shows as one
+    region), and say which forms they offer: one ``form``, or ``forms`` of a source (``variants``
+    keeps those the source does not have yet); a technique whose forms depend on a reference kernel
+    overrides ``variants`` itself."""
 
     name: ClassVar[str]
     title: ClassVar[str]
@@ -119,7 +120,7 @@ class Technique:
             current = self.detect(source)
         except NotApplicable:
             return []
-        fresh = [v for v in candidates if current is None or not _same(v.params, current)]
+        fresh = [v for v in candidates if current is None or not same_params(v.params, current)]
         return fresh[:limit]
 
     def _has_form(self, source: str, params: dict[str, Param]) -> bool:
@@ -143,5 +144,36 @@ class Technique:
         return f"<technique {self.name}>"
 
 
-def _same(params: dict[str, Param], current: dict[str, Param]) -> bool:
+class Structure(Technique):
+    """A technique with one ``form`` whose structure, once in, shows as region ``mark``. ``detect``
+    checks that the kernel has the regions the technique works on (``needs``), reports the form
+    where the mark is and otherwise lets ``refuse`` say why the structure cannot go in; ``apply``
+    leaves a kernel that has the structure as it is and otherwise ``install``s it."""
+
+    mark: ClassVar[str]
+    needs: ClassVar[tuple[str, ...]]
+
+    def refuse(self, source: str) -> None:
+        """Raise NotApplicable where the structure cannot go into ``source`` (by default it can)."""
+
+    def install(self, source: str) -> str:
+        """``source`` with the structure in."""
+        raise NotImplementedError
+
+    def detect(self, source: str) -> dict[str, Param] | None:
+        require(source, *self.needs, why=self.name)
+        if has(source, self.mark):
+            assert self.form is not None, f"{self.name} has no form"
+            return dict(self.form.params)
+        self.refuse(source)
+        return None
+
+    def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
+        if self._has_form(source, params):
+            return source
+        return self.install(source)
+
+
+def same_params(params: dict[str, Param], current: dict[str, Param]) -> bool:
+    """Does ``current`` (what ``detect`` found) hold every one of ``params``?"""
     return all(current.get(key) == value for key, value in params.items())

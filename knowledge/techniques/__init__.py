@@ -1,4 +1,12 @@
-"""The technique catalogue, in a fixed order (tunables first, then structure, then crossover)."""
+"""The technique catalogue, in a fixed order (tunables first, then structure, then crossover).
+
+The techniques are grouped by what they rewrite: ``gemm/`` the matrix-product seed's regions (one
+module per family; ``gemm/_names`` spells the regions one technique adds and others look for),
+``any_kernel/`` any Triton kernel by its syntax, ``host/`` the host path of a call (any kernel's
+launches, or the GEMM seed's replayed). ``compound`` applies two or three of them as one
+experiment and ``crossover`` carries a reference kernel's techniques over; both use the other
+techniques through the ``Technique`` interface only.
+"""
 
 from __future__ import annotations
 
@@ -9,16 +17,12 @@ from kernel_scientist.knowledge.techniques.crossover import Crossover
 from kernel_scientist.knowledge.techniques.gemm.amd_knobs import AmdKnobs
 from kernel_scientist.knowledge.techniques.gemm.dependent_launch import DependentLaunch
 from kernel_scientist.knowledge.techniques.gemm.dispatch import ShapeDispatch
-from kernel_scientist.knowledge.techniques.gemm.hopper import (
-    ConversionPrepass,
-    PerShapeWarpSpecialize,
-    TensorDescriptors,
-    WarpSpecialize,
-)
+from kernel_scientist.knowledge.techniques.gemm.hopper import PerShapeWarpSpecialize, TensorDescriptors, WarpSpecialize
 from kernel_scientist.knowledge.techniques.gemm.layout import LayoutPrepass
 from kernel_scientist.knowledge.techniques.gemm.operand_per_shape import OperandPerShape
 from kernel_scientist.knowledge.techniques.gemm.order import GroupedOrder, Persistent, XcdRemap
 from kernel_scientist.knowledge.techniques.gemm.precision import AccumulationPrecision
+from kernel_scientist.knowledge.techniques.gemm.prepass import ConversionPrepass
 from kernel_scientist.knowledge.techniques.gemm.scale_fold import ScaleFold
 from kernel_scientist.knowledge.techniques.gemm.split_k import SplitK
 from kernel_scientist.knowledge.techniques.gemm.stream_k import StreamK

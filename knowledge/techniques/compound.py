@@ -13,7 +13,8 @@ from __future__ import annotations
 import itertools
 import json
 
-from kernel_scientist.knowledge._base import Param, Technique, Variant, _same
+from kernel_scientist.blackboard.records import Param
+from kernel_scientist.knowledge._base import Technique, Variant, same_params
 from kernel_scientist.knowledge._regions import NotApplicable
 
 MAX_STEPS = 3
@@ -98,7 +99,7 @@ class Compound(Technique):
                 # A later step may undo an earlier one (a pre-pass replaces the dot's precision
                 # form): then the compound is really a shorter one.
                 for part, variant in combo:
-                    if not _same(variant.params, part.detect(current) or {}):
+                    if not same_params(variant.params, part.detect(current) or {}):
                         raise NotApplicable("a later step undid an earlier one")
             except NotApplicable:
                 continue

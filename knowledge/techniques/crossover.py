@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from kernel_scientist.knowledge._base import Param, Technique, Variant
+from kernel_scientist.blackboard.records import Param
+from kernel_scientist.knowledge._base import Technique, Variant
 from kernel_scientist.knowledge._regions import NotApplicable, read_tunables, set_constant
 
 

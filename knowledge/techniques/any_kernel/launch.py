@@ -15,13 +15,15 @@ region-aware tile and launch techniques do the same job with the task's constrai
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from typing import TypeGuard, cast
 
-from kernel_scientist.knowledge._base import Form, Param, Technique
+from kernel_scientist.blackboard.records import Param
+from kernel_scientist.knowledge._base import Form, Technique
 from kernel_scientist.knowledge._regions import NotApplicable
 
 
-def _sites(source: str, want) -> list[tuple[str, ast.Constant]]:
+def _sites(source: str, want: Callable[[str, str], bool]) -> list[tuple[str, ast.Constant]]:
     """(name, literal) for each integer literal that ``want(name, parent)`` accepts."""
     try:
         tree = ast.parse(source)

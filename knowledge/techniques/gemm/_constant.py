@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from kernel_scientist.knowledge._base import Form, Param, Technique
+from kernel_scientist.blackboard.records import Param
+from kernel_scientist.knowledge._base import Form, Technique
 from kernel_scientist.knowledge._regions import body, has, read_tunables, require, set_constant
 
 

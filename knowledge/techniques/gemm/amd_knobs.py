@@ -8,7 +8,8 @@ LDS. CUDA's Triton rejects these keywords and the interpreter has no use for the
 
 from __future__ import annotations
 
-from kernel_scientist.knowledge._base import Form, Param, Technique
+from kernel_scientist.blackboard.records import Param
+from kernel_scientist.knowledge._base import Form, Technique
 from kernel_scientist.knowledge._regions import (
     NotApplicable,
     body,
@@ -18,6 +19,7 @@ from kernel_scientist.knowledge._regions import (
     require,
     set_constant,
 )
+from kernel_scientist.knowledge.techniques.gemm._names import AMD_KNOBS
 
 _KEYS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack")
 _CONSTANTS = {"waves_per_eu": "WAVES_PER_EU", "matrix_instr_nonkdim": "MATRIX_INSTR_NONKDIM", "kpack": "KPACK"}
@@ -43,7 +45,7 @@ class AmdKnobs(Technique):
 
     def detect(self, source: str) -> dict[str, Param] | None:
         require(source, "select_config", "config", why=self.name)
-        if not has(source, "amd_knobs"):
+        if not has(source, AMD_KNOBS):
             return None
         tunables = read_tunables(source)
         return {key: tunables.get(constant, 0) for key, constant in _CONSTANTS.items()}
@@ -75,12 +77,12 @@ class AmdKnobs(Technique):
             source,
             "select_config",
             "return cfg",
-            """
-            # region: amd_knobs
+            f"""
+            # region: {AMD_KNOBS}
             if torch.version.hip:
                 # ROCm-only options: CUDA's Triton rejects these keywords.
                 cfg.update(waves_per_eu=WAVES_PER_EU, matrix_instr_nonkdim=MATRIX_INSTR_NONKDIM, kpack=KPACK)
-            # endregion: amd_knobs
+            # endregion: {AMD_KNOBS}
             """,
             after=False,
         )

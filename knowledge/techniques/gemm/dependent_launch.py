@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from kernel_scientist.knowledge._base import Form, Param, Technique
+from kernel_scientist.knowledge._base import Form, Structure
 from kernel_scientist.knowledge._regions import (
     NotApplicable,
     body,
@@ -28,6 +28,9 @@ from kernel_scientist.knowledge._regions import (
     require,
 )
 from kernel_scientist.knowledge._twin import find_twin, gemm_kernel
+from kernel_scientist.knowledge.techniques.gemm._names import PREPASS_KERNEL
+from kernel_scientist.knowledge.techniques.gemm.prepass import CONVERTER_BLOCK, CONVERTER_KERNEL
+from kernel_scientist.knowledge.techniques.gemm.tuning import PREPASS_SETTINGS
 
 MARK = "dependent_launch"
 
@@ -39,8 +42,8 @@ PDL_ON = bool(torch.cuda.is_available() and not torch.version.hip and torch.cuda
 # endregion: dependent_launch
 """
 
-_PREPASS_CFG = '{"BLOCK": 4096}'
-_PREPASS_DEF = re.compile(r"^(def fp8_to_fp16_kernel\(.*BLOCK: tl\.constexpr)\):\n(\s+\"\"\".*\"\"\"\n)?", re.M)
+# The converter kernel's def line (its parameters end in BLOCK) and a one-line docstring, if any.
+_PREPASS_DEF = re.compile(rf"^(def {CONVERTER_KERNEL}\(.*BLOCK: tl\.constexpr)\):\n(\s+\"\"\".*\"\"\"\n)?", re.M)
 _WAIT = [
     "    if PDL:  # the pre-pass's output is complete and visible from here (a no-op off Hopper)",
     "        tl.extra.cuda.gdc_wait()",
@@ -68,7 +71,7 @@ def _waiting(source: str, name: str, add_param: bool) -> str:
     return "\n".join(lines[:close] + head + [lines[close]] + _WAIT + lines[close + 1 :]) + "\n"
 
 
-class DependentLaunch(Technique):
+class DependentLaunch(Structure):
     name = MARK
     title = "Programmatic dependent launch between the pre-pass and the GEMM"
     category = "schedule"
@@ -96,20 +99,16 @@ class DependentLaunch(Technique):
         ],
     )
 
-    def detect(self, source: str) -> dict[str, Param] | None:
-        require(source, "select_config", "params", why=self.name)
-        if has(source, MARK):
-            return {"pdl": True}
-        if not has(source, "prepass_kernel"):
-            raise NotApplicable(f"{self.name}: there is no pre-pass kernel before the GEMM (apply fp16_prepass first)")
-        return None
+    mark, needs = MARK, ("select_config", "params")
 
-    def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
-        if self._has_form(source, params):
-            return source
-        require(source, "prepass_kernel", "config", why=self.name)
-        prepass = "\n".join(body(source, "prepass_kernel"))
-        if prepass.count(_PREPASS_CFG) != 1:
+    def refuse(self, source: str) -> None:
+        if not has(source, PREPASS_KERNEL):
+            raise NotApplicable(f"{self.name}: there is no pre-pass kernel before the GEMM (apply fp16_prepass first)")
+
+    def install(self, source: str) -> str:
+        require(source, PREPASS_KERNEL, "config", why=self.name)
+        prepass = "\n".join(body(source, PREPASS_KERNEL))
+        if prepass.count(PREPASS_SETTINGS) != 1:
             raise NotApplicable(
                 f"{self.name}: the pre-pass is not launched through the launch cache (apply lean_host first)"
             )
@@ -123,9 +122,9 @@ class DependentLaunch(Technique):
             + "\n"
         )
         prepass = prepass.replace(defined.group(0), signal, 1).replace(
-            _PREPASS_CFG, '{"BLOCK": 4096, "PDL": PDL_ON}', 1
+            PREPASS_SETTINGS, f'{{"BLOCK": {CONVERTER_BLOCK}, "PDL": PDL_ON}}', 1
         )
-        source = replace_body(source, "prepass_kernel", prepass)
+        source = replace_body(source, PREPASS_KERNEL, prepass)
         source = insert_after_region(source, "config", _FLAG)
         for entry in ('"PDL": PDL_ON,', '"launch_pdl": PDL_ON,'):
             source = insert_near(source, "select_config", "}", entry, after=False, extra="    ")

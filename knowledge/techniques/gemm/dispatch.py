@@ -7,7 +7,8 @@ written as plain Python in the submission, so later techniques (and LLM edits) c
 
 from __future__ import annotations
 
-from kernel_scientist.knowledge._base import Form, Param, Technique
+from kernel_scientist.blackboard.records import Param
+from kernel_scientist.knowledge._base import Form, Technique
 from kernel_scientist.knowledge._regions import (
     NotApplicable,
     body,
@@ -17,6 +18,7 @@ from kernel_scientist.knowledge._regions import (
     replace_body,
     require,
 )
+from kernel_scientist.knowledge.techniques.gemm._names import AMD_KNOBS
 from kernel_scientist.knowledge.techniques.gemm.split_k import install as install_split_k
 
 CUS = 304  # MI300X compute units: the number of tiles one full wave occupies
@@ -93,7 +95,7 @@ class ShapeDispatch(Technique):
         if has(source, "shape_dispatch"):
             return replace_body(source, "shape_dispatch", text)
         # Before the AMD knobs (if any) so every override is in place when they are added.
-        anchor = "# region: amd_knobs" if has(source, "amd_knobs") else "return cfg"
+        anchor = f"# region: {AMD_KNOBS}" if has(source, AMD_KNOBS) else "return cfg"
         return insert_near(
             source,
             "select_config",

@@ -6,8 +6,10 @@ copies; Triton then specialises the K stride to 1 and emits wide vector loads al
 
 from __future__ import annotations
 
-from kernel_scientist.knowledge._base import Form, Param, Technique
+from kernel_scientist.blackboard.records import Param
+from kernel_scientist.knowledge._base import Form, Technique
 from kernel_scientist.knowledge._regions import NotApplicable, body, has, insert, replace_body, require
+from kernel_scientist.knowledge.techniques.gemm._names import DESCRIPTORS, LAYOUT, PREPASS
 
 _COPIES = {
     "ab": ("a = a.contiguous()", "b = b.contiguous()"),
@@ -15,6 +17,13 @@ _COPIES = {
     "b": ("b = b.contiguous()",),
     "none": (),  # undo: on Hopper an fp16-upcast kernel was faster on the inputs as given
 }
+
+
+def copies_operands(source: str) -> bool:
+    """Does the kernel copy its operands to another layout first (a layout region with code)?"""
+    return has(source, LAYOUT) and any(
+        line.strip() and not line.strip().startswith("#") for line in body(source, LAYOUT)
+    )
 
 
 class LayoutPrepass(Technique):
@@ -40,7 +49,7 @@ class LayoutPrepass(Technique):
             "no K-contiguous copies",
             ["remove the layout region's copies: the kernel loads the column-major inputs as given"],
         )
-        return ([undo] if has(source, "layout") else []) + [
+        return ([undo] if has(source, LAYOUT) else []) + [
             Form(
                 {"operands": key},
                 f"K-contiguous {described[key]}",
@@ -54,16 +63,16 @@ class LayoutPrepass(Technique):
 
     def detect(self, source: str) -> dict[str, Param] | None:
         require(source, "prepare", why=self.name)
-        if has(source, "descriptors") or has(source, "prepass"):
+        if has(source, DESCRIPTORS) or has(source, PREPASS):
             # Tensor descriptors are built for the inputs' own layout, and the fp16 pre-pass keeps
             # it: a copy to K-contiguous rows would silently break both.
             raise NotApplicable(
                 f"{self.name}: the kernel reads the column-major inputs through descriptors "
                 "or a conversion pre-pass; their layout is fixed"
             )
-        if not has(source, "layout"):
+        if not has(source, LAYOUT):
             return None
-        text = "\n".join(body(source, "layout"))
+        text = "\n".join(body(source, LAYOUT))
         operands = "".join(name for name in "ab" if f"{name} = {name}.contiguous()" in text)
         return {"operands": operands or "none"}
 
@@ -83,9 +92,9 @@ class LayoutPrepass(Technique):
                     *_COPIES[key],
                 ]
             )
-        if has(source, "layout"):
-            return replace_body(source, "layout", text)
-        return insert(source, "prepare", f"# region: layout\n{text}\n# endregion: layout")
+        if has(source, LAYOUT):
+            return replace_body(source, LAYOUT, text)
+        return insert(source, "prepare", f"# region: {LAYOUT}\n{text}\n# endregion: {LAYOUT}")
 
 
 class _HopperLayout(LayoutPrepass, replaces_on="nvidia"):

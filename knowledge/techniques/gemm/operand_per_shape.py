@@ -3,8 +3,8 @@
 Why: the pre-pass reads one byte and writes two per element of both operands. Where one operand is
 large and the other small (many rows, few columns, long K), a's half of that traffic is a large part
 of the call; the GEMM can instead load a's fp8 tiles by TMA and convert them in registers, at the
-price of a conversion per tile and per reuse. Neither wins everywhere (docs/h200.md, twenty-sixth
-and twenty-seventh sessions, says what was measured), so an ``A_FP8`` constexpr switches a's
+price of a conversion per tile and per reuse. Neither wins everywhere
+(docs/results.md#what-the-best-kernel-is-made-of), so an ``A_FP8`` constexpr switches a's
 conversion into the kernel, the pre-pass moves into ``launch(cfg)`` so that the tuner times it with
 the GEMM it feeds, and the tuner picks per shape and structure. No measured number lives here; the
 tuner measures on the user's GPU.
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from kernel_scientist.knowledge._base import Form, Param, Technique
+from kernel_scientist.knowledge._base import Form, Structure
 from kernel_scientist.knowledge._regions import (
     NotApplicable,
     add_tunable,
@@ -25,16 +25,21 @@ from kernel_scientist.knowledge._regions import (
     replace_body,
     require,
 )
-from kernel_scientist.knowledge.techniques.gemm.hopper import _add_switch, _require_switches
+from kernel_scientist.knowledge.techniques.gemm._names import DESCRIPTORS, PREPASS, PREPASS_KERNEL
+from kernel_scientist.knowledge.techniques.gemm.hopper import A_TILE_LOAD
+from kernel_scientist.knowledge.techniques.gemm.prepass import (
+    CONVERTER,
+    CONVERTER_COUNTS,
+    CONVERTER_SIGNATURE,
+    conversion_arguments,
+)
+from kernel_scientist.knowledge.techniques.gemm.tuning import add_switch, require_switches
 
-_A_LOAD = "a = a_desc.load([k0, pid_m * BLOCK_M]).T"
-_PREPASS_CALL = re.compile(r"^a, b = to_fp16\((?P<args>[^)]*)\)")
 _LAUNCH_ARGS = re.compile(r"^(?P<indent>\s*)a, b, a_scale, b_scale,", re.M)
-_SIGNATURE = "def to_fp16(a, b, scale=1.0):"
-_COUNTS = "    na, nb = a.numel(), b.numel()\n"
+_COUNTS = f"    {CONVERTER_COUNTS}\n"  # a line of the converter's host function, which this rewrites
 
 
-class OperandPerShape(Technique):
+class OperandPerShape(Structure):
     name = "operand_per_shape"
     title = "Which operands the fp16 pre-pass converts, chosen per shape by the in-submission tuner"
     category = "tuning"
@@ -66,35 +71,31 @@ class OperandPerShape(Technique):
         ],
     )
 
-    def detect(self, source: str) -> dict[str, Param] | None:
-        require(source, "prepare", "loads", why=self.name)
-        if has(source, "prepass_per_shape"):
-            return {"per_shape": True}
-        if not has(source, "prepass"):
-            raise NotApplicable(f"{self.name}: the kernel has no fp16 pre-pass; apply fp16_prepass first")
-        if not has(source, "descriptors"):
-            raise NotApplicable(f"{self.name}: a's fp8 tiles come by tensor descriptor; apply tma_descriptors first")
-        _require_switches(source, self.name)
-        return None
+    mark, needs = "prepass_per_shape", ("prepare", "loads")
 
-    def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
-        if self._has_form(source, params):
-            return source
-        require(source, "prepass_kernel", "grid", "launch", why=self.name)
-        call = next((_PREPASS_CALL.match(ln.strip()) for ln in body(source, "prepass") if ln.strip()), None)
-        if call is None:
-            raise NotApplicable(f"{self.name}: region prepass is not the one line `a, b = to_fp16(...)`")
-        if _A_LOAD not in [ln.strip() for ln in body(source, "loads")]:
-            raise NotApplicable(f"{self.name}: region loads has no `{_A_LOAD}` line")
+    def refuse(self, source: str) -> None:
+        if not has(source, PREPASS):
+            raise NotApplicable(f"{self.name}: the kernel has no fp16 pre-pass; apply fp16_prepass first")
+        if not has(source, DESCRIPTORS):
+            raise NotApplicable(f"{self.name}: a's fp8 tiles come by tensor descriptor; apply tma_descriptors first")
+        require_switches(source, self.name)
+
+    def install(self, source: str) -> str:
+        require(source, PREPASS_KERNEL, "grid", "launch", why=self.name)
+        args = conversion_arguments(source)
+        if args is None:
+            raise NotApplicable(f"{self.name}: region prepass is not the one line `a, b = {CONVERTER}(...)`")
+        if A_TILE_LOAD not in [ln.strip() for ln in body(source, "loads")]:
+            raise NotApplicable(f"{self.name}: region loads has no `{A_TILE_LOAD}` line")
         launch = "\n".join(body(source, "launch"))
         if not _LAUNCH_ARGS.search(launch):
             raise NotApplicable(f"{self.name}: the launch does not pass `a, b, a_scale, b_scale, ...`")
-        converter = "\n".join(body(source, "prepass_kernel"))
-        if _SIGNATURE not in converter or _COUNTS not in converter + "\n":
-            raise NotApplicable(f"{self.name}: to_fp16 is not the catalogue's (one scale, both operands)")
+        converter = "\n".join(body(source, PREPASS_KERNEL))
+        if CONVERTER_SIGNATURE not in converter or _COUNTS not in converter + "\n":
+            raise NotApplicable(f"{self.name}: {CONVERTER} is not the catalogue's (one scale, both operands)")
 
         # The converter: a may stay fp8; then b takes a's factor too (1 or 0.5, exact either way).
-        source = source.replace(_SIGNATURE, "def to_fp16(a, b, scale=1.0, convert_a=True):", 1)
+        source = source.replace(CONVERTER_SIGNATURE, f"def {CONVERTER}(a, b, scale=1.0, convert_a=True):", 1)
         source = source.replace(
             _COUNTS,
             _COUNTS
@@ -103,22 +104,21 @@ class OperandPerShape(Technique):
             1,
         )
         # The pre-pass moves into launch(cfg), where the tuner times it with the GEMM it feeds.
-        args = call.group("args")
         source = replace_body(
             source,
-            "prepass",
+            PREPASS,
             "# a and b stay fp8 here: launch(cfg) converts them as its setting says (operand_per_shape)",
         )
         source = insert(
             source,
             "grid",
             f"""
-            # region: prepass_per_shape
+            # region: {self.mark}
             # The pre-pass runs per setting, so the tuner times it with the GEMM it feeds: b always,
             # a only where the kernel does not convert a's fp8 tiles itself (A_FP8).
-            a16, b16 = to_fp16({args}, convert_a=not cfg["A_FP8"])
+            a16, b16 = {CONVERTER}({args}, convert_a=not cfg["A_FP8"])
             a_in = a if cfg["A_FP8"] else a16
-            # endregion: prepass_per_shape
+            # endregion: {self.mark}
             """,
             at="start",
         )
@@ -130,11 +130,11 @@ class OperandPerShape(Technique):
         source = insert_near(
             source,
             "loads",
-            _A_LOAD,
+            A_TILE_LOAD,
             """
             if A_FP8:
                 a = a.to(tl.float16)  # a's fp8 tile, converted here instead of in the pre-pass
             """,
             after=True,
         )
-        return _add_switch(source, "A_FP8")
+        return add_switch(source, "A_FP8")

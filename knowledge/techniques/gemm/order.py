@@ -17,6 +17,10 @@ from kernel_scientist.knowledge._regions import (
     require,
 )
 from kernel_scientist.knowledge.techniques.gemm._constant import ConstantStructure
+from kernel_scientist.knowledge.techniques.gemm._names import XCD_REMAP
+
+WORK_IDS = "tl.program_id(0), num_work, NUM_SMS"  # the persistent loop's range: this program's work ids
+PERSISTENT_LOOP = f"for work_id in range({WORK_IDS}):"  # the loop persistent puts region tile's body in
 
 
 class GroupedOrder(ConstantStructure):
@@ -76,7 +80,7 @@ class XcdRemap(ConstantStructure):
     vendors = ("amd",)
     constant, values, default = "NUM_XCDS", (8,), 8
     needs = ("pid_map", "config")
-    marker = ("xcd_remap", None)
+    marker = (XCD_REMAP, None)
     changes = (
         "add a NUM_XCDS constexpr",
         "renumber work ids so each XCD gets one contiguous run before mapping to tiles",
@@ -90,8 +94,8 @@ class XcdRemap(ConstantStructure):
         return insert(
             source,
             "pid_map",
-            """
-            # region: xcd_remap
+            f"""
+            # region: {XCD_REMAP}
             # Work id w runs on XCD w % NUM_XCDS. Give XCD x the contiguous ids starting at
             # x * per_xcd + min(x, extra), so its L2 sees neighbouring tiles; a bijection for any
             # num_work (the first `extra` XCDs take one id more).
@@ -99,7 +103,7 @@ class XcdRemap(ConstantStructure):
             per_xcd = num_work // NUM_XCDS
             extra = num_work % NUM_XCDS
             pid = xcd * per_xcd + tl.minimum(xcd, extra) + pid // NUM_XCDS
-            # endregion: xcd_remap
+            # endregion: {XCD_REMAP}
             """,
             at="start",
         )
@@ -139,7 +143,7 @@ class Persistent(ConstantStructure):
         new_body = "\n".join(
             [
                 "# Persistent: NUM_SMS programs stride through the work list.",
-                "for work_id in range(tl.program_id(0), num_work, NUM_SMS):",
+                PERSISTENT_LOOP,
                 "    pid = work_id",
                 *rest,
             ]

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import re
 
-from kernel_scientist.knowledge._base import Form, Param, Technique
+from kernel_scientist.blackboard.records import Param
+from kernel_scientist.knowledge._base import Form, Technique
 from kernel_scientist.knowledge._regions import NotApplicable, body, has, replace_line, require
+from kernel_scientist.knowledge.techniques.gemm._names import PREPASS
 
 _DOT = re.compile(r"^(?P<lhs>\w+\s*=\s*)tl\.dot\((?P<args>.*)\)\s*$")
 _OPERAND = re.compile(r"^\s*(\w+)")
@@ -56,7 +58,7 @@ def _operand(arg: str) -> str:
     return match.group(1)
 
 
-def _dot_line(source: str) -> tuple[str, str, str, str]:
+def dot_line(source: str) -> tuple[str, str, str, str]:
     """(line as written, lhs, operand a, operand b) of the single-line tl.dot in region dot."""
     require(source, "dot", why="accumulation_precision")
     for line in body(source, "dot"):
@@ -89,7 +91,7 @@ class AccumulationPrecision(Technique):
     modes: tuple[str, ...] = tuple(_FORMS)
 
     def detect(self, source: str) -> dict[str, Param] | None:
-        line, _, _, _ = _dot_line(source)
+        line, _, _, _ = dot_line(source)
         call = line[line.index("tl.dot(") :]
         if "tl.bfloat16" in call:
             return {"mode": "bf16_upcast"}
@@ -102,13 +104,13 @@ class AccumulationPrecision(Technique):
         return {"mode": "fast"}
 
     def forms(self, source: str) -> list[Form]:
-        if has(source, "prepass"):
+        if has(source, PREPASS):
             return []  # the operands reach the dot as fp16 already: no fp8 accumulation to choose
         return [Form({"mode": mode}, f"mode={mode}", [_CHANGES[mode]]) for mode in self.modes]
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
         mode = self._param(params, "mode", self.modes)
-        line, lhs, a, b = _dot_line(source)
+        line, lhs, a, b = dot_line(source)
         new = lhs + _FORMS[mode].format(a=a, b=b)
         return replace_line(source, "dot", line, new)
 

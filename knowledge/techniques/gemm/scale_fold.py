@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import re
 
-from kernel_scientist.knowledge._base import Form, Param, Technique
-from kernel_scientist.knowledge._regions import NotApplicable, body, has, replace_line, require
+from kernel_scientist.knowledge._base import Form, Structure
+from kernel_scientist.knowledge._regions import NotApplicable, body, replace_line, require
 
 # The scaled add as the seed writes it (and every technique before this one keeps it).
 _SCALED_ADD = re.compile(r"^acc\s*\+=\s*(?P<p>\w+)\s*\*\s*a_s\[:,\s*None\]\s*\*\s*b_s\[None,\s*:\]$")
 
 _FOLDED = """
-# region: scale_fold
+# region: {mark}
 if 128 % BLOCK_N == 0:
     # The tile lies inside one of b's 128-column scale blocks: one b scale per K block, folded
     # into a's row scales, so the scaled add is one FMA per accumulator element.
@@ -29,7 +29,7 @@ if 128 % BLOCK_N == 0:
     acc += {p} * (a_s * b_one)[:, None]
 else:
     acc += {p} * a_s[:, None] * b_s[None, :]
-# endregion: scale_fold
+# endregion: {mark}
 """
 
 
@@ -43,7 +43,7 @@ def _scaled_add(source: str) -> tuple[str, str]:
     raise NotApplicable("scale_fold: region dot has no `acc += partial * a_s[:, None] * b_s[None, :]`")
 
 
-class ScaleFold(Technique):
+class ScaleFold(Structure):
     name = "scale_fold"
     title = "Folded block scales (one FMA per element per K block)"
     category = "schedule"
@@ -75,20 +75,16 @@ class ScaleFold(Technique):
         ],
     )
 
-    def detect(self, source: str) -> dict[str, Param] | None:
-        require(source, "dot", "loads", why=self.name)
-        if has(source, "scale_fold"):
-            return {"fold": True}
-        _scaled_add(source)  # NotApplicable where the scaled add is not the plain form
-        return None
+    mark, needs = "scale_fold", ("dot", "loads")
 
-    def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
-        if self._has_form(source, params):
-            return source
+    def refuse(self, source: str) -> None:
+        _scaled_add(source)  # NotApplicable where the scaled add is not the plain form
+
+    def install(self, source: str) -> str:
         params_text = "\n".join(body(source, "params"))
         if "stride_bsn" not in params_text or "stride_bsk" not in params_text:
             raise NotApplicable(f"{self.name}: the kernel takes no stride_bsn / stride_bsk for b's scales")
         if "pid_n" not in "\n".join(body(source, "offsets")):
             raise NotApplicable(f"{self.name}: region offsets does not derive the columns from pid_n")
         line, partial = _scaled_add(source)
-        return replace_line(source, "dot", line, _FOLDED.format(p=partial))
+        return replace_line(source, "dot", line, _FOLDED.format(p=partial, mark=self.mark))

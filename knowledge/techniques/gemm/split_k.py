@@ -11,7 +11,7 @@ from __future__ import annotations
 import textwrap
 from typing import ClassVar
 
-from kernel_scientist.knowledge._base import Param
+from kernel_scientist.blackboard.records import Param
 from kernel_scientist.knowledge._regions import (
     NotApplicable,
     add_tunable,
@@ -27,6 +27,8 @@ from kernel_scientist.knowledge._regions import (
     set_constant,
 )
 from kernel_scientist.knowledge.techniques.gemm._constant import ConstantStructure
+from kernel_scientist.knowledge.techniques.gemm._names import SPLIT_K_PID, SPLIT_K_REDUCE, STREAM_K_SCHEDULE, XCD_REMAP
+from kernel_scientist.knowledge.techniques.gemm.hopper import WS_CONFLICT, WS_MARK, WS_SWITCH_MARK
 
 _REGIONS = ("work_preamble", "pid_map", "k_bounds", "epilogue", "output", "grid", "finish")
 
@@ -36,18 +38,18 @@ def _slices(source: str) -> str:
     SPLIT_K-fold, the slice is its slowest-varying part, and each slice loops over whole BLOCK_K
     steps (trailing slices may be empty and then contribute zeros)."""
     source = insert(source, "work_preamble", "num_work = num_work * SPLIT_K")
-    block = """
-        # region: split_k_pid
+    block = f"""
+        # region: {SPLIT_K_PID}
         # The K slice is the slowest-varying part of the work id, so programs in flight work on
         # neighbouring tiles of one slice and share its operands in L2.
         num_tiles = num_pid_m * num_pid_n
         pid_k = pid // num_tiles
         pid = pid % num_tiles
-        # endregion: split_k_pid
+        # endregion: {SPLIT_K_PID}
         """
-    if has(source, "xcd_remap"):
+    if has(source, XCD_REMAP):
         # After the XCD remap (which acts on dispatch order), before the tile order.
-        source = insert_after_region(source, "xcd_remap", block)
+        source = insert_after_region(source, XCD_REMAP, block)
     else:
         source = insert(source, "pid_map", block, at="start")
     return replace_body(
@@ -68,7 +70,7 @@ _STREAM_K = "split_k: this kernel shares out its K loops already (stream_k); use
 def install(source: str, split: int) -> str:
     """Insert the split-K structure with SPLIT_K = ``split`` (1 leaves the result unchanged)."""
     require(source, *_REGIONS, "config", "select_config", "params", why="split_k")
-    if has(source, "stream_k_schedule"):
+    if has(source, STREAM_K_SCHEDULE):
         raise NotApplicable(_STREAM_K)
     epilogue = "\n".join(body(source, "epilogue"))
     if "out_base = c_ptr" not in epilogue:
@@ -119,7 +121,7 @@ class SplitK(ConstantStructure):
     values: ClassVar[tuple[int, ...]] = (2, 4, 8)
     accepted: ClassVar[tuple[int, ...]] = (1, 16)
     needs: ClassVar[tuple[str, ...]] = ("config", "pid_map")
-    marker = ("split_k_pid", None)
+    marker = (SPLIT_K_PID, None)
     changes: ClassVar[tuple[str, ...]] = (
         "add a SPLIT_K constexpr; the work id also selects a K slice",
         "each program loops over its slice of K blocks only",
@@ -164,7 +166,7 @@ _REDUCE = """
 if SPLIT_K == 1:
 {original}
 else:
-    # region: split_k_reduce
+    # region: {reduce}
     # Each slice leaves its fp32 partial in its own plane; the last of a tile's slices to arrive
     # (an arrival counter per tile) adds the planes in slice order, so the sum does not depend on
     # which slice came last, writes c, and resets the counter for the next call.
@@ -182,7 +184,7 @@ else:
         tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn,
                  total.to(c_ptr.dtype.element_ty), mask=inside)
         tl.atomic_xchg(cnt_ptr + tile_id, 0)
-    # endregion: split_k_reduce
+    # endregion: {reduce}
 """
 
 
@@ -192,7 +194,7 @@ def install_reduce(source: str, most: int) -> str:
     the workspace alternative)."""
     require(source, "work_preamble", "pid_map", "k_bounds", "epilogue", "grid", "launch", "params", why="split_k")
     require(source, "config", "select_config", why="split_k")
-    if has(source, "stream_k_schedule"):
+    if has(source, STREAM_K_SCHEDULE):
         raise NotApplicable(_STREAM_K)
     params = body(source, "params")
     first = next((ln.strip() for ln in params if "c_ptr," in ln), None)
@@ -208,22 +210,10 @@ def install_reduce(source: str, most: int) -> str:
     source = insert(source, "params", "SPLIT_K: tl.constexpr,")
     source = replace_line(source, "launch", args, args.replace("out,", "out, ws, cnt,", 1))
     source = _slices(source)
-    source = replace_body(source, "epilogue", _REDUCE.format(original=original))
+    source = replace_body(source, "epilogue", _REDUCE.format(original=original, reduce=SPLIT_K_REDUCE))
     source = insert(source, "grid", 'cfg["SPLIT_K"], ws, cnt = split_plan(m, n, k, cfg, out.device)', at="start")
     source = insert_near(source, "grid", "num_work = ", 'num_work *= cfg["SPLIT_K"]', after=True)
     return insert_after_region(source, "select_config", _PLAN)
-
-
-# Measured on an H200 (triton 3.6, campaign F): 9 of 9 kernels with both failed the check, rows
-# 64-127 of every 128-row tile wrong. The warp-specialised loop runs the epilogue once per consumer
-# warpgroup, so the per-tile counter counts every slice twice and a tile is reduced before its
-# last slice's lower half arrives.
-WS_MARK = "warp_specialize=True"
-WS_SWITCH_MARK = "warp_specialize=WS_LOOP"  # ws_per_shape's loop: warp-specialised where the tuner says
-WS_CONFLICT = (
-    "the warp-specialised loop runs the epilogue once per consumer warpgroup, so the per-tile "
-    "arrival counter of the in-kernel split-K reduction would count each slice twice; use one or the other"
-)
 
 
 class _HopperSplitK(SplitK, replaces_on="nvidia"):
@@ -243,7 +233,7 @@ class _HopperSplitK(SplitK, replaces_on="nvidia"):
     constant = "SPLIT_K_MAX"
     values = (4, 8)
     accepted = (1, 2, 16)
-    marker = ("split_k_reduce", None)
+    marker = (SPLIT_K_REDUCE, None)
     needs = ("config", "pid_map", "epilogue")
     changes = (
         "pick the K split per shape at launch, at most {value} slices, one where the tiles fill the GPU",
@@ -253,14 +243,14 @@ class _HopperSplitK(SplitK, replaces_on="nvidia"):
 
     def detect(self, source: str) -> dict[str, Param] | None:
         require(source, *self.needs, why=self.name)
-        if not has(source, "split_k_reduce"):
+        if not has(source, SPLIT_K_REDUCE):
             return None
         return {self.constant: read_tunables(source).get(self.constant, 1)}
 
     def _install(self, source: str, value: int) -> str:
-        if has(source, "split_k_pid"):
+        if has(source, SPLIT_K_PID):
             raise NotApplicable("split_k: this kernel already splits K with a host-side reduction")
-        if has(source, "stream_k_schedule"):
+        if has(source, STREAM_K_SCHEDULE):
             raise NotApplicable(_STREAM_K)
         tile = "\n".join(body(source, "tile"))  # the GEMM kernel's own loop (ws_per_shape's may specialise)
         if WS_MARK in tile or WS_SWITCH_MARK in tile:

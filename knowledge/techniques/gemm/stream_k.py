@@ -15,10 +15,11 @@ the tile and adds the lower programs' slots, written long before, and writes c. 
 lower program ids and no program waits before writing its slot, so there is no cycle: it runs on a
 GPU whatever the residency (blocks start in id order) and in Triton's in-order interpreter.
 
-The stream-K loop is plain: with this body a warp-specialised loop was wrong on an H200. Neither
-structure wins everywhere (stream-K on long K with idle SMs, the warp-specialised loop on short
-K), so a copy of the kernel as it was stays beside the stream-K one, and STREAM_K 0 launches it:
-the tuner picks the structure per shape (docs/h200.md, eleventh session). warp_specialize rewrites
+The stream-K loop is plain: with this body a warp-specialised loop was wrong on an H200
+(docs/results.md#designs-that-did-not-pay). Neither structure wins everywhere (stream-K on long K
+with idle SMs, the warp-specialised loop on short K), so a copy of the kernel as it was stays beside
+the stream-K one, and STREAM_K 0 launches it: the tuner picks the structure per shape
+(docs/results.md#what-the-best-kernel-is-made-of). warp_specialize rewrites
 that copy's loop once the kernel is stream-K, so both orders of the two techniques give the same
 kernel (a search that took stream-K first does not lose the warp-specialised line).
 """
@@ -28,7 +29,7 @@ from __future__ import annotations
 import re
 import textwrap
 
-from kernel_scientist.knowledge._base import Form, Param, Technique
+from kernel_scientist.knowledge._base import Form, Structure
 from kernel_scientist.knowledge._regions import (
     NotApplicable,
     add_tunable,
@@ -42,11 +43,12 @@ from kernel_scientist.knowledge._regions import (
     require,
 )
 from kernel_scientist.knowledge._twin import MARKER, TWIN_NOTE_START, TWIN_SWITCH, gemm_kernel, twin_name
+from kernel_scientist.knowledge.techniques.gemm._names import SPLIT_K_PID, SPLIT_K_REDUCE, STREAM_K_SCHEDULE
 from kernel_scientist.knowledge.techniques.gemm.hopper import persistent_loop
 from kernel_scientist.knowledge.techniques.gemm.tuning import no_specialise
 
-_SCHEDULE = """
-# region: stream_k_schedule
+_SCHEDULE = f"""
+# region: {STREAM_K_SCHEDULE}
 # Whole tiles first (DP_TILES, every full wave but the last), then the other tiles' K blocks
 # shared out evenly: this program's range is [sk_lo, sk_hi), walked from its end.
 k_blocks = tl.cdiv(K, BLOCK_K)
@@ -57,7 +59,7 @@ sk_lo = ((me * sk_work) // NUM_SMS).to(tl.int32)
 sk_hi = (((me + 1) * sk_work) // NUM_SMS).to(tl.int32)
 sk_steps = tl.where(sk_hi > sk_lo, (sk_hi - 1) // k_blocks - sk_lo // k_blocks + 1, 0)
 sk_slot = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
-# endregion: stream_k_schedule
+# endregion: {STREAM_K_SCHEDULE}
 """
 
 _PID = """
@@ -127,12 +129,10 @@ def stream_k_plan(tiles, cfg, device):
 # endregion: stream_k_plan
 '''
 
-STREAM_K_MARK = "stream_k_schedule"
-
 _TWIN_NOTE = f"""\
 {TWIN_NOTE_START}: whole tiles in the persistent loop, which may be
 # warp-specialised (warp_specialize rewrites this loop once the other kernel is stream-K: the
-# stream-K body cannot be; docs/h200.md, tenth session). The launch takes it at STREAM_K 0, so the
+# stream-K body cannot be). The launch takes it at STREAM_K 0, so the
 # tuner chooses per shape between the two structures. It has no regions: a technique applied after
 # stream_k rewrites the stream-K kernel, and its change is made here too where this copy reads as
 # the rewritten part did (a grouped tile order reaches both; Technique.rewrite).
@@ -182,7 +182,7 @@ def _with_twin(source: str, twin: tuple[str, str, str, str]) -> str:
     return source[:where] + text + source[where:]
 
 
-class StreamK(Technique):
+class StreamK(Structure):
     name = "stream_k"
     title = "Stream-K: the last waves' K loops shared out evenly over the persistent programs"
     category = "parallelism"
@@ -219,23 +219,19 @@ class StreamK(Technique):
         ],
     )
 
-    def detect(self, source: str) -> dict[str, Param] | None:
-        require(source, "tile", why=self.name)
-        if has(source, STREAM_K_MARK):
-            return {"stream_k": True}
-        persistent_loop(source, self.name)  # not offered before the persistent loop exists
-        return None
+    mark, needs = STREAM_K_SCHEDULE, ("tile",)
 
-    def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
-        if self._has_form(source, params):
-            return source
+    def refuse(self, source: str) -> None:
+        persistent_loop(source, self.name)  # not offered before the persistent loop exists
+
+    def install(self, source: str) -> str:
         require(source, "tile", "k_bounds", "epilogue", "params", "grid", "launch", "config", "select_config",
                 why=self.name)  # fmt: skip
-        if has(source, "split_k_pid") or has(source, "split_k_reduce"):
+        if has(source, SPLIT_K_PID) or has(source, SPLIT_K_REDUCE):
             raise NotApplicable("stream_k: this kernel splits K already (split_k); use one or the other")
         loop = persistent_loop(source, self.name)
         # The kernel as it was stays beside the stream-K one, and STREAM_K 0 launches it: each
-        # structure wins on its own shapes (docs/h200.md), and warp_specialize can still rewrite it.
+        # structure wins on its own shapes, and warp_specialize can still rewrite it.
         twin = _whole_tile_twin(source)
         if [ln.strip() for ln in body(source, "k_bounds")] != ["k_lo = 0", "k_hi = K"]:
             raise NotApplicable("stream_k: region k_bounds must be the whole K loop (`k_lo = 0`, `k_hi = K`)")
@@ -254,7 +250,7 @@ class StreamK(Technique):
         # The loop: the steps of this program (whole tiles, then pieces), no longer strided work ids,
         # and a plain range: the fix-up's flags need one epilogue per program, and with this body a
         # warp-specialised loop was wrong on an H200 even for STREAM_K 0 (rows 64-127 of every
-        # 128-row tile with two consumer warpgroups; docs/h200.md, tenth session).
+        # 128-row tile with two consumer warpgroups; docs/results.md#designs-that-did-not-pay).
         source = replace_line(source, "tile", loop, "for work_id in range(0, dp_steps + sk_steps):")
         source = add_tunable(source, "STREAM_K", 1)
         source = replace_line(source, "tile", "pid = work_id", textwrap.dedent(_PID).strip("\n"))

@@ -6,13 +6,15 @@ refused instead of silently gaining a setting nothing reads.
 
 from __future__ import annotations
 
-from kernel_scientist.knowledge._base import Form, Param, Technique
+from kernel_scientist.blackboard.records import Param
+from kernel_scientist.knowledge._base import Form, Technique
 from kernel_scientist.knowledge._regions import NotApplicable, has, read_tunables, require, set_constant
+from kernel_scientist.knowledge.techniques.gemm._names import TUNING
 
 
 def _need(source: str, *names: str, why: str) -> dict[str, int]:
     require(source, "config", why=why)
-    if has(source, "tuning"):
+    if has(source, TUNING):
         raise NotApplicable(
             f"{why}: the kernel picks its tile, warps and stages per shape itself (in-submission tuning)"
         )

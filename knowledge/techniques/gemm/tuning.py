@@ -12,9 +12,12 @@ lean host path: later calls go straight to the launch.
 
 from __future__ import annotations
 
+import ast
+import functools
 import re
 
-from kernel_scientist.knowledge._base import Form, Param, Technique
+from kernel_scientist.blackboard.records import Param
+from kernel_scientist.knowledge._base import Form, Structure, Technique
 from kernel_scientist.knowledge._regions import (
     NotApplicable,
     body,
@@ -23,6 +26,13 @@ from kernel_scientist.knowledge._regions import (
     parse,
     replace_body,
     require,
+)
+from kernel_scientist.knowledge.techniques.gemm._names import LAUNCH_CACHE, TUNING
+from kernel_scientist.knowledge.techniques.gemm.prepass import (
+    CONVERTER_ARGS,
+    CONVERTER_BLOCK,
+    CONVERTER_KERNEL,
+    PREPASS_LAUNCH,
 )
 
 # Common Hopper/CDNA GEMM settings (tile, warps, pipeline depth), largest tiles first; general
@@ -41,7 +51,7 @@ _SPACES = {
 }
 
 _TUNER = '''
-# region: tuning
+# region: {tuning}
 TUNING_SPACE = {space}
 TUNING_BUDGET_S = 30.0  # per shape: stop trying settings after this long (compiles included)
 _TUNED = {{}}  # (m, n, k) -> the fastest launch settings; settings only, never a result
@@ -93,7 +103,7 @@ def tuned(key, cfg, launch):
     began = time.perf_counter()
     switches = [[(name, value) for value in values] for name, values in TUNING_SWITCHES.items() if name in cfg]
     timings = []
-    for (block_m, block_n, warps, stages), choice in itertools.product(TUNING_SPACE, itertools.product(*switches)):
+    {trials}
         if time.perf_counter() - began > TUNING_BUDGET_S:
             break
         trial = dict(cfg, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps, num_stages=stages, **dict(choice))
@@ -103,8 +113,65 @@ def tuned(key, cfg, launch):
     best = min(timings)[2] if timings else cfg
     _TUNED[key] = best
     return best
-# endregion: tuning
+# endregion: {tuning}
 '''
+# The tuner's trial loop (a setting and a choice of structure switches), where skip_trials puts a skip.
+_TRIALS = (
+    "for (block_m, block_n, warps, stages), choice in itertools.product(TUNING_SPACE, itertools.product(*switches)):"
+)
+
+
+@functools.lru_cache(maxsize=256)
+def _switches(source: str) -> tuple[int, str, int] | None:
+    """(line index, text between the braces, column after them) of the tuner's record of its
+    structure switches, ``TUNING_SWITCHES = {...}``: a module-level dict literal on one line."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and [ast.unparse(target) for target in node.targets] == ["TUNING_SWITCHES"]
+            and isinstance(node.value, ast.Dict)
+            and node.col_offset == 0
+            and node.lineno == node.end_lineno
+        ):
+            line = source.split("\n")[node.lineno - 1]
+            end = node.value.end_col_offset or 0
+            return node.lineno - 1, line[node.value.col_offset + 1 : end - 1], end
+    return None
+
+
+def require_switches(source: str, technique: str) -> None:
+    """Refuse, naming ``technique``, a kernel without the in-submission tuner that times structure
+    switches (where ``add_switch`` puts one)."""
+    if not has(source, TUNING) or _switches(source) is None or _TRIALS not in source:
+        raise NotApplicable(
+            f"{technique}: the kernel has no in-submission tuner with structure switches; apply in_submission_tuning first"
+        )
+
+
+def add_switch(source: str, name: str) -> str:
+    """``source`` with switch ``name`` timed at 0 and at 1 with every setting (``require_switches``
+    has checked that the tuner is there)."""
+    found = _switches(source)
+    assert found is not None, "require_switches first"
+    index, items, end = found
+    lines = source.split("\n")
+    items = items.strip()
+    lines[index] = f'TUNING_SWITCHES = {{{items}{", " if items else ""}"{name}": (0, 1)}}' + lines[index][end:]
+    return "\n".join(lines)
+
+
+def skip_trials(source: str, condition: str, why: str) -> str:
+    """``source`` with the tuner skipping each trial where ``condition`` holds (an expression over
+    ``choice``, the trial's (switch, value) pairs); ``why`` is the skip's comment."""
+    at = source.index(_TRIALS)
+    indent = source[:at].rsplit("\n", 1)[1]
+    skip = f"{indent}    if {condition}:\n{indent}        continue  # {why}\n"
+    at += len(_TRIALS) + 1
+    return source[:at] + skip + source[at:]
 
 
 class InSubmissionTuning(Technique):
@@ -128,7 +195,7 @@ class InSubmissionTuning(Technique):
 
     def detect(self, source: str) -> dict[str, Param] | None:
         require(source, "select_config", "grid", "launch", why=self.name)
-        if not has(source, "tuning"):
+        if not has(source, TUNING):
             return None
         for space, options in _SPACES.items():
             if f"TUNING_SPACE = {options!r}" in source:
@@ -136,7 +203,7 @@ class InSubmissionTuning(Technique):
         return {"space": "custom"}
 
     def forms(self, source: str) -> list[Form]:
-        if has(source, "tuning"):
+        if has(source, TUNING):
             return []
         return [
             Form(
@@ -153,7 +220,7 @@ class InSubmissionTuning(Technique):
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
         space = self._param(params, "space", tuple(_SPACES))
-        if has(source, "tuning"):
+        if has(source, TUNING):
             raise NotApplicable(f"{self.name}: the kernel tunes itself already")
         regions = require(source, "select_config", "grid", "launch", "prepare", why=self.name)
         grid, launch = regions["grid"], regions["launch"]
@@ -173,12 +240,15 @@ class InSubmissionTuning(Technique):
             source = source.replace("\nimport torch\n", "\nimport time\n\nimport torch\n", 1)
         if "\nimport itertools\n" not in source:
             source = source.replace("\nimport time\n", "\nimport itertools\nimport time\n", 1)
-        return insert_after_region(source, "select_config", _TUNER.format(space=repr(_SPACES[space])))
+        return insert_after_region(
+            source, "select_config", _TUNER.format(space=repr(_SPACES[space]), tuning=TUNING, trials=_TRIALS)
+        )
 
 
-_LAUNCH_CACHE = '''
-# region: launch_cache
-_COMPILED = {}  # (kernel, grid, settings, integer arguments) -> its compiled launcher; never a result
+LAUNCH_CACHED = "launch_cached"  # the launch cache's entry point
+_LAUNCH_CACHE = f'''
+# region: {LAUNCH_CACHE}
+_COMPILED = {{}}  # (kernel, grid, settings, integer arguments) -> its compiled launcher; never a result
 
 
 def _direct(compiled, grid):
@@ -205,7 +275,7 @@ def _direct(compiled, grid):
     return launch
 
 
-def launch_cached(kernel, grid, cfg, *args):
+def {LAUNCH_CACHED}(kernel, grid, cfg, *args):
     """Launch through Triton's JIT the first time, then straight through the compiled kernel:
     no argument binding, specialisation or cache-key hashing in Python on later calls. Integer
     arguments are part of the key because Triton specialises on them (== 1, multiple of 16)."""
@@ -226,14 +296,20 @@ def launch_cached(kernel, grid, cfg, *args):
             runner = _direct(compiled, grid) or compiled[tuple(grid) + (1,) * (3 - len(grid))]
             consts = tuple(cfg[n] for n in names[len(args):])
         _COMPILED[key] = (runner, consts)  # None: this Triton (or its interpreter) launches by JIT only
-# endregion: launch_cache
+# endregion: {LAUNCH_CACHE}
 '''
+# Where launch_replay hooks its recorder into the cache: the launch straight through the compiled
+# kernel, and the launch through the JIT.
+CACHED_CALL = "            runner(*args, *consts)\n            return\n"
+JIT_CALL = "    compiled = kernel[grid](*args, **cfg)\n"
+assert CACHED_CALL in _LAUNCH_CACHE and JIT_CALL in _LAUNCH_CACHE
+# The pre-pass's launch settings as the cache takes them (dependent_launch adds its PDL switch).
+PREPASS_SETTINGS = f'{{"BLOCK": {CONVERTER_BLOCK}}}'
 _JIT_LAUNCH = re.compile(r"^(?P<indent>\s*)(?P<kernel>\w+)\[grid\]\($")
 _SPREAD_CFG = re.compile(r"^\s*\*\*cfg,?\s*$")
-_PREPASS_LAUNCH = "fp8_to_fp16_kernel[grid](a, b, a16, b16, na, nb, scale, BLOCK=4096)"
 
 
-class LeanHost(Technique):
+class LeanHost(Structure):
     name = "lean_host"
     title = "Lean host path: launch the compiled kernel directly"
     category = "tuning"
@@ -258,13 +334,9 @@ class LeanHost(Technique):
         ],
     )
 
-    def detect(self, source: str) -> dict[str, Param] | None:
-        require(source, "launch", why=self.name)
-        return {"launch": "compiled"} if has(source, "launch_cache") else None
+    mark, needs = LAUNCH_CACHE, ("launch",)
 
-    def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
-        if self._has_form(source, params):
-            return source
+    def install(self, source: str) -> str:
         require(source, "select_config", why=self.name)
         lines = body(source, "launch")
         opening = [line for line in lines if _JIT_LAUNCH.match(line)]
@@ -274,14 +346,13 @@ class LeanHost(Technique):
         match = _JIT_LAUNCH.match(opening[0])
         assert match is not None  # opening holds the lines it matches
         new = [
-            f"{match['indent']}launch_cached({match['kernel']}, grid, cfg," if line is opening[0] else line
+            f"{match['indent']}{LAUNCH_CACHED}({match['kernel']}, grid, cfg," if line is opening[0] else line
             for line in lines
             if line is not spread[0]
         ]
         source = replace_body(source, "launch", "\n".join(new))
-        source = source.replace(
-            _PREPASS_LAUNCH, 'launch_cached(fp8_to_fp16_kernel, grid, {"BLOCK": 4096}, a, b, a16, b16, na, nb, scale)'
-        )
+        cached = f"{LAUNCH_CACHED}({CONVERTER_KERNEL}, grid, {PREPASS_SETTINGS}, {CONVERTER_ARGS})"
+        source = source.replace(PREPASS_LAUNCH, cached)  # the fp16 pre-pass's launch, where there is one
         return insert_after_region(source, "select_config", _LAUNCH_CACHE)
 
 
@@ -321,10 +392,11 @@ class NvidiaTuning(InSubmissionTuning, replaces_on="nvidia"):
     """On NVIDIA GPUs the tuning space is compiled once per setting, not once per setting and per
     divisibility class of the scale strides. Triton's CUDA backend specialises every integer
     argument on being 1 or a multiple of 16; b_scale's K-block stride is ceil(n / 128) (1, 5, 12,
-    32 across this task's shapes), so each setting was compiled up to three times: measured on an
-    H200, 19 compiles in one evaluation's tests where 7 settings exist (docs/h200.md, sixth
-    session). Those strides step from one K block's scales to the next, where the specialisation
-    buys nothing. The leaderboard never times compiles; a campaign's evaluations per GPU-hour do."""
+    32 across this task's shapes), so each setting was compiled up to three times: 19 compiles in
+    one evaluation's tests on an H200, and compiling once halved that phase
+    (docs/results.md#evaluations-per-gpu-hour). Those strides step from one K block's scales to the
+    next, where the specialisation buys nothing. The leaderboard never times compiles; a campaign's
+    evaluations per GPU-hour do."""
 
     vendors = ("nvidia",)
     prose = InSubmissionTuning.prose + (

@@ -2,10 +2,11 @@
 
 A leaderboard times each call alone, between two device-wide synchronisations, so the Python that
 runs before the GPU gets its launch is part of the score. For a memory-bound kernel on a few
-megabytes that Python is most of it (docs/h200.md measured 60-100 us of host work inside one call
-against single-digit microseconds of GPU work on small shapes). Triton's JIT path binds every
-argument, computes its specialisation and looks up its cache on every call; once a launch has
-compiled, the compiled kernel can be called directly with the same arguments.
+megabytes that Python is most of it: one launch through Triton's JIT made 65-96 us of host work in
+a call of the GEMM seed on an H200 (docs/results.md#host-work-inside-a-call), more than a small
+memory-bound kernel's whole GPU time. Triton's JIT path binds every argument, computes its
+specialisation and looks up its cache on every call; once a launch has compiled, the compiled
+kernel can be called directly with the same arguments.
 
 This is the GEMM catalogue's ``lean_host`` for kernels without the seed's regions: it reads the
 source's syntax and routes each ``kernel[grid](...)`` launch through ``_ks_launch``. The cache key
@@ -20,7 +21,8 @@ from __future__ import annotations
 
 import ast
 
-from kernel_scientist.knowledge._base import Form, Param, Technique
+from kernel_scientist.blackboard.records import Param
+from kernel_scientist.knowledge._base import Form, Technique
 from kernel_scientist.knowledge._regions import NotApplicable
 
 HELPER = '''

@@ -3,10 +3,10 @@
 Why: a leaderboard times each call alone, so every microsecond of Python between the call and its
 last launch is in the score. After ``lean_host`` the launches themselves are cheap, but the
 submission's own Python still runs on every call: unpacking, settings, the pre-pass's buffer
-lookup, a dozen ``stride()`` calls, the tuner's lookup, the launch cache's key. On the H200 that was
-about 100 us of host work per call for a kernel whose GPU time on the small shapes is 20-40 us
-(docs/h200.md, fifth session). None of it changes while the inputs' shapes, strides and dtypes stay
-the same, which in a benchmark they do for every call of a shape.
+lookup, a dozen ``stride()`` calls, the tuner's lookup, the launch cache's key. That is most of a
+short shape's call (about 100 us of host work for a two-launch kernel on an H200,
+docs/results.md#host-work-inside-a-call), and none of it changes while the inputs' shapes, strides
+and dtypes stay the same, which in a benchmark they do for every call of a shape.
 
 How: ``custom_kernel`` is wrapped. The first call of each input signature runs as written (it may
 tune, compile and allocate), then twice more on the same inputs while the launch cache records
@@ -17,35 +17,33 @@ same buffer both times, no torch operation but such views ran (an in-place zeroi
 copy would be skipped by a replay) and the result was one of the inputs, later calls replay the
 launches with the new call's tensors in the same argument positions. Anything else, and every call
 runs as written. The GPU does all the work on every call. The recordings belong to the first call
-because a leaderboard times every call after it: recorded on the second and third calls, as this
-technique first did, they were the two slowest of each shape's 100 calls in eval.py's loop on an H200,
-200-550 us each against medians of 45-790 (scripts/probe_spread.py; docs/h200.md, eighteenth session).
+because a leaderboard times every call after it: recorded on a shape's second and third calls,
+they were slow calls on 16 of 18 shapes (docs/results.md#host-work-inside-a-call).
 
 A replayed call is the signature, one lookup and the launches. On triton 3.6 a direct launcher's
 replay calls the compiled C function itself, with the scratch memory and the stream fixed when the
 plan was made (a call on another stream drops the plan): the launcher object's Python allocates
-scratch and reads the stream on every launch. On an H200 inside the harness's protocol an empty
-kernel cost 16.4-17.5 us that way against 18.5-20.2 us through the launcher object, and the old
-signature (device objects, an alignment sum per tensor) 8-15 us per call (docs/h200.md, eighth
-session). That C function takes each tensor argument as its address: given a tensor it calls its
-``data_ptr()`` and asks the driver whether the address is device memory, per tensor and launch
-(triton's driver.c, ``getPointer``); given an integer it takes it as it is. So the replay passes
-integers: the buffers the plan keeps, read once when it is made (the plan holds them, so their
-memory cannot go to anyone else), the inputs read on each call, written straight into the
-argument list (the one form of ``data_ptr()`` the evaluator's ``pointer_cache`` rule lets
-through). On the H200 that took 5.4 us off campaign O's kernel per call and 2.7 us off its
-do_bench geomean, where two launches of a small shape are host-bound (docs/h200.md, sixteenth
-session). A buffer the submission resized in place under a plan would be replayed at its old
-address; the re-check of every timed call would catch that as a wrong result.
+scratch and reads the stream on every launch, and an empty kernel costs more through it than
+through its C function (docs/results.md#host-work-inside-a-call). That C function takes each
+tensor argument as its address: given a tensor it calls its ``data_ptr()`` and asks the driver
+whether the address is device memory, per tensor and launch (triton's driver.c, ``getPointer``);
+given an integer it takes it as it is. So the replay passes integers: the buffers the plan keeps,
+read once when it is made (the plan holds them, so their memory cannot go to anyone else), the
+inputs read on each call, written straight into the argument list (the one form of ``data_ptr()``
+the evaluator's ``pointer_cache`` rule lets through); that took a few microseconds off each call
+(docs/results.md#what-the-best-kernel-is-made-of). A buffer the submission resized in place under a
+plan would be replayed at its old address; the re-check of every timed call would catch that as a
+wrong result.
 """
 
 from __future__ import annotations
 
 import re
 
-from kernel_scientist.knowledge._base import Form, Param, Technique
-from kernel_scientist.knowledge._regions import NotApplicable, has, insert_after_region, require
-from kernel_scientist.knowledge.techniques.gemm.tuning import LeanHost
+from kernel_scientist.knowledge._base import Form, Structure
+from kernel_scientist.knowledge._regions import NotApplicable, has, insert_after_region
+from kernel_scientist.knowledge.techniques.gemm._names import LAUNCH_CACHE
+from kernel_scientist.knowledge.techniques.gemm.tuning import CACHED_CALL, JIT_CALL, LeanHost
 
 REPLAY = '''
 # region: launch_replay
@@ -228,13 +226,10 @@ def _ks_replayed(fn):
 # endregion: launch_replay
 '''
 
-# Lines of the launch cache (tuning.py) that the recorder hooks into.
-_CACHED_CALL = "            runner(*args, *consts)\n            return\n"
-_JIT_CALL = "    compiled = kernel[grid](*args, **cfg)\n"
 _ENTRY = re.compile(r"^def custom_kernel\(data\):$", re.MULTILINE)
 
 
-class LaunchReplay(Technique):
+class LaunchReplay(Structure):
     name = "launch_replay"
     title = "Launch replay: record a call's launches once per input signature, replay them"
     category = "tuning"
@@ -259,26 +254,22 @@ class LaunchReplay(Technique):
         ],
     )
 
-    def detect(self, source: str) -> dict[str, Param] | None:
-        require(source, "launch", why=self.name)
-        return {"replay": True} if has(source, "launch_replay") else None
+    mark, needs = "launch_replay", ("launch",)
 
-    def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
-        if self._has_form(source, params):
-            return source
-        if not has(source, "launch_cache"):
+    def install(self, source: str) -> str:
+        if not has(source, LAUNCH_CACHE):
             source = LeanHost().apply(source, {"launch": "compiled"})
-        if _CACHED_CALL not in source or _JIT_CALL not in source or len(_ENTRY.findall(source)) != 1:
+        if CACHED_CALL not in source or JIT_CALL not in source or len(_ENTRY.findall(source)) != 1:
             raise NotApplicable(f"{self.name}: the launch cache or `def custom_kernel(data):` is not in its known form")
         source = source.replace(
-            _CACHED_CALL,
+            CACHED_CALL,
             "            if _KS_RECORDING:\n"
-            "                _KS_RECORDING[0].append((runner, args + consts))\n" + _CACHED_CALL,
+            "                _KS_RECORDING[0].append((runner, args + consts))\n" + CACHED_CALL,
         )
         source = source.replace(
-            _JIT_CALL,
+            JIT_CALL,
             "    if _KS_RECORDING:\n"
-            "        _KS_RECORDING[0].append(None)  # a JIT launch: this call cannot be replayed\n" + _JIT_CALL,
+            "        _KS_RECORDING[0].append(None)  # a JIT launch: this call cannot be replayed\n" + JIT_CALL,
         )
-        source = insert_after_region(source, "launch_cache", REPLAY)
+        source = insert_after_region(source, LAUNCH_CACHE, REPLAY)
         return _ENTRY.sub("@_ks_replayed\ndef custom_kernel(data):", source)
