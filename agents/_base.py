@@ -11,17 +11,19 @@ same records in the same order. On the wall clock the same code costs at most ``
 Outages are outlived. A brain step can fail for reasons that heal (a server down for an hour, an
 overloaded API): after ``PAUSE_AFTER`` failures in a row the agent says so and pauses, ``llm.pause_s``
 campaign seconds at first and twice as long after every further failure, up to ``llm.max_pause_s``,
-then asks again; its first success says the brain is back. Giving up after a few failures, as an
-earlier version did, turned a five-minute outage into a silent rest of the campaign. Only what
-waiting cannot heal retires an agent: a spent budget, or a ``BrainUnavailable`` (a bad key, an
-unknown model, a diverged replay); the campaign's closing lines say so.
+then asks again; its first success says the brain is back. Giving up after a few failures would
+turn a five-minute outage into a silent rest of the campaign. Only what waiting cannot heal retires
+an agent: a spent budget, or a ``BrainUnavailable`` (a bad key, an unknown model, a diverged
+replay); the campaign's closing lines say so.
 """
 
 from __future__ import annotations
 
 import random
 import zlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import anyio
 from kernel_scientist.blackboard import Blackboard, HypothesisState, KernelState, Scenario, SubmissionState
@@ -33,6 +35,9 @@ from .brain import Brain, BrainError, BrainUnavailable, BudgetExhausted
 SLOTS = 64
 SEED_PRIORITY = 1e6  # the seed is every prediction's baseline: first in the evaluation queue
 PAUSE_AFTER = 3  # consecutive failed brain steps after which an agent pauses before asking again
+
+View = TypeVar("View")
+Answer = TypeVar("Answer")
 
 
 @dataclass
@@ -87,7 +92,7 @@ class Agent:
         self._failures = 0
         self._pause_due = 0.0  # campaign seconds to wait before the next question (module note)
 
-    async def ask(self, step: str, call, view):
+    async def ask(self, step: str, call: Callable[[View], Awaitable[Answer]], view: View) -> Answer | None:
         """Ask the brain; a failed step is recorded as a warning and returns None.
 
         A spent budget or an error that cannot heal retires the agent (it stops asking; the work
@@ -157,8 +162,12 @@ class Agent:
             await anyio.sleep(seconds)
         await self.act()
 
-    def say(self, kind: MessageKind, text: str, **ids: int | None) -> None:
-        self.board.say(agent=self.name, kind=kind, text=text, at=self.now(), **ids)
+    def say(
+        self, kind: MessageKind, text: str, *, kernel_id: int | None = None, hypothesis_id: int | None = None
+    ) -> None:
+        self.board.say(
+            agent=self.name, kind=kind, text=text, at=self.now(), kernel_id=kernel_id, hypothesis_id=hypothesis_id
+        )
 
     def pending(self) -> int:
         """Work waiting anywhere in the pipeline: the theorist's back-pressure signal."""

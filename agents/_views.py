@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kernel_scientist.blackboard import Blackboard, EvalReport, Evaluation, Kernel, ShapeResult
+from kernel_scientist.blackboard import Blackboard, EvalReport, Evaluation, Kernel, ShapeResult, metrics
 
 from .brain import KernelView
 
@@ -49,15 +49,8 @@ def bounds_summary(report: EvalReport) -> str:
     return text
 
 
-def uplift(base_us: float | None, new_us: float | None) -> float | None:
-    """Fractional speed-up of new over base (0.10 = 10% faster); None if either is missing."""
-    if not base_us or not new_us:
-        return None
-    return base_us / new_us - 1.0
-
-
 def observed_uplift(base: Evaluation | None, new: Evaluation | None) -> float | None:
     """What a change did: the uplift of ``new`` over ``base``, both passed and timed, else None."""
     if base is None or new is None:
         return None
-    return uplift(base.report.passed_score(), new.report.passed_score())
+    return metrics.uplift(base.report.passed_score(), new.report.passed_score())

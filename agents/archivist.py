@@ -10,15 +10,16 @@ from __future__ import annotations
 import math
 
 import anyio
-from kernel_scientist.blackboard import Evaluation, KernelState, SelectionState
+from anyio.abc import TaskStatus
+from kernel_scientist.blackboard import Evaluation, KernelState, SelectionState, Shape, metrics
 
 from ._base import Agent
-from ._views import bounds_summary, kernel_view, uplift
+from ._views import bounds_summary, kernel_view
 from .brain import KernelView, SelectionView
 
 
 class Archivist(Agent):
-    async def run(self, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         with anyio.move_on_at(self.ctx.clock.to_loop(self.ctx.clock.deadline)):
             while True:
@@ -63,16 +64,16 @@ class Archivist(Agent):
             board.add_finding(technique=technique, scope="all", uplift=0.0, evidence=[ev.id], text=text, at=self.now())
             self.say("finding", text, kernel_id=kernel.id)
             return
-        overall = uplift(base_score, score) or 0.0
+        overall = metrics.uplift(base_score, score) or 0.0
         groups: dict[str, list[float]] = {}
         assert base_ev is not None  # it has a score
         for new, old in zip(report.shapes, base_ev.report.shapes):
             if new.time_us and old.time_us:
                 groups.setdefault(_group(new.shape), []).append(math.log(old.time_us / new.time_us))
-        parts = [f"{math.exp(sum(v) / len(v)) - 1:+.1%} on {g}" for g, v in sorted(groups.items())]
+        parts = [f"{metrics.uplift_text(math.exp(sum(v) / len(v)) - 1)} on {g}" for g, v in sorted(groups.items())]
         text = (
             f"{hyp.technique} ({hyp.params and ', '.join(f'{k}={v}' for k, v in hyp.params.items())})"
-            f" on kernel {hyp.base_id}: {overall:+.1%} overall; " + ", ".join(parts)
+            f" on kernel {hyp.base_id}: {metrics.uplift_text(overall)} overall; " + ", ".join(parts)
         )
         if bounds := bounds_summary(report):
             text += f"; kernel {kernel.id} is {bounds}"
@@ -125,7 +126,7 @@ class Archivist(Agent):
         )
 
 
-def _group(shape) -> str:
+def _group(shape: Shape) -> str:
     """Which shapes a finding pools: a GEMM's by m (small-m and large-m shapes behave apart);
     any other task's by its first argument."""
     if shape.is_mnk():

@@ -8,7 +8,7 @@ LLM brain renders the same views into prompts and decodes the same answer Struct
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import msgspec
 from kernel_scientist.blackboard import Outcome
@@ -165,3 +165,13 @@ class Brain(Protocol):
     async def implement(self, view: ImplementView) -> Draft: ...
 
     async def review(self, view: ReviewView) -> Critique: ...
+
+
+@runtime_checkable
+class CalibratedRanges(Protocol):
+    """An optional capability of a brain: with ``calibrates`` true, its plans' predicted ranges are
+    already recalibrated on the campaign's trials (agents._calibration), so the theorist keeps them
+    as they are. The offline brain ranks its plans on those ranges; a language model's are its own
+    guesses, which the theorist calibrates."""
+
+    calibrates: bool

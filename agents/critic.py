@@ -10,7 +10,17 @@ not compile is a build failure: it says nothing for or against the idea, so it i
 from __future__ import annotations
 
 import anyio
-from kernel_scientist.blackboard import HypothesisState, Kernel, KernelState, Outcome, SubmissionState, Verdict
+from anyio.abc import TaskStatus
+from kernel_scientist.blackboard import (
+    Hypothesis,
+    HypothesisState,
+    Kernel,
+    KernelState,
+    Outcome,
+    SubmissionState,
+    Verdict,
+    metrics,
+)
 from kernel_scientist.evaluator import static_findings
 
 from ._base import SEED_PRIORITY, Agent
@@ -19,7 +29,7 @@ from .brain import Critique, Prescreen, ReviewView
 
 
 class Critic(Agent):
-    async def run(self, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         latency = self.ctx.scenario.agents.latency.critic
         with anyio.move_on_at(self.ctx.clock.to_loop(self.ctx.clock.deadline)):
@@ -109,7 +119,9 @@ class Critic(Agent):
             )
 
     # ---- after: verdict -----------------------------------------------------------------
-    def _unjudged(self):
+    def _unjudged(self) -> list[Hypothesis]:
+        """Implemented hypotheses still pending whose kernel has its outcome (evaluated, failed or
+        rejected in review)."""
         out = []
         for hyp in self.board.hypotheses(HypothesisState.IMPLEMENTED):
             if hyp.verdict != Verdict.PENDING or hyp.kernel_id is None:
@@ -119,8 +131,11 @@ class Critic(Agent):
                 out.append(hyp)
         return out
 
-    def judge(self, hyp) -> None:
+    def judge(self, hyp: Hypothesis) -> None:
+        """Record the verdict on one of ``_unjudged``'s hypotheses: the observed uplift against
+        the predicted range, within the timing noise."""
         board = self.board
+        assert hyp.kernel_id is not None, f"H{hyp.id} has no kernel to judge"  # _unjudged gives none such
         kernel = board.kernel(hyp.kernel_id)
         noise = self.ctx.scenario.evaluator.noise
         if kernel.state == KernelState.REJECTED:
@@ -140,10 +155,10 @@ class Critic(Agent):
             else:
                 verdict, why = Verdict.INCONCLUSIVE, "within the noise or below the predicted minimum"
         board.update_hypothesis(hyp.id, verdict=verdict, observed_uplift=observed)
-        seen = "n/a" if observed is None else f"{observed:+.1%}"
+        predicted = metrics.predicted_range_text(hyp.min_uplift, hyp.max_uplift)
         self.say(
             "verdict",
-            f"H{hyp.id} {verdict}: predicted {hyp.min_uplift:+.1%}..{hyp.max_uplift:+.1%}, observed {seen} ({why})",
+            f"H{hyp.id} {verdict}: predicted {predicted}, observed {metrics.uplift_text(observed)} ({why})",
             kernel_id=kernel.id,
             hypothesis_id=hyp.id,
         )

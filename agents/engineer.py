@@ -10,7 +10,8 @@ import functools
 from pathlib import Path
 
 import anyio
-from kernel_scientist.blackboard import HypothesisState, KernelState
+from anyio.abc import TaskStatus
+from kernel_scientist.blackboard import Hypothesis, HypothesisState, KernelState
 
 from ._base import Agent
 from .brain import CannotImplement, ImplementView
@@ -24,7 +25,7 @@ def _reference_impl(task_path: str) -> str:
 
 
 class Engineer(Agent):
-    async def run(self, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         latency = self.ctx.scenario.agents.latency.engineer
         with anyio.move_on_at(self.ctx.clock.to_loop(self.ctx.clock.deadline)):
@@ -39,7 +40,8 @@ class Engineer(Agent):
                 await self.think(latency)
                 await self.implement(hyp)
 
-    async def implement(self, hyp) -> None:
+    async def implement(self, hyp: Hypothesis) -> None:
+        """Turn a claimed hypothesis into a draft kernel, or abandon it saying why."""
         board = self.board
         base = board.kernel(hyp.base_id)
         ref = board.kernel(hyp.reference_id) if hyp.reference_id else None

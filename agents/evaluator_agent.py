@@ -18,6 +18,7 @@ from __future__ import annotations
 import zlib
 
 import anyio
+from anyio.abc import TaskStatus
 from kernel_scientist.blackboard import EvalReport, Evaluation, Submission, SubmissionState, metrics
 
 from ._base import SEED_PRIORITY, Agent
@@ -30,7 +31,7 @@ class EvaluatorAgent(Agent):
         self.secret_seed = zlib.crc32(f"secret:{self.ctx.seed}".encode())
         self._current: list[str] = []  # the sources being evaluated now
 
-    async def run(self, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         async with anyio.create_task_group() as hints:
             if not self.ctx.backend.simulated:  # real hardware may compile what is queued meanwhile
@@ -160,9 +161,8 @@ class EvaluatorAgent(Agent):
         return zlib.crc32(f"retime:{run}:{self.secret_seed}".encode())
 
     def _leader(self) -> Evaluation | None:
-        """The recorded evaluation with the best passing score (a tie: the older kernel)."""
-        scored = [e for e in self.board.evaluations() if e.report.passed_score() is not None]
-        return min(scored, key=lambda e: (e.report.passed_score(), e.kernel_id), default=None)
+        """The recorded leader (``metrics.leader``: the best passing score, a tie to the older kernel)."""
+        return metrics.leader(self.board.evaluations())
 
     async def _retime_leader(self) -> None:
         """When a campaign starts or resumes with a leader timed fewer than ``retime_leaders`` + 1
@@ -226,9 +226,9 @@ class EvaluatorAgent(Agent):
 
     def _compiled_ahead(self, sub: Submission) -> bool:
         """On real hardware the queue's head is often a candidate queued a moment ago, still
-        compiling ahead, while compiled ones wait behind it: on the H200 the GPU then sat idle for
-        that compile (docs/h200.md, sixteenth session). So the evaluator takes the compiled one of
-        highest expected value first; the head follows once its compile has ended."""
+        compiling ahead, while compiled ones wait behind it, and the GPU would sit idle for that
+        compile (docs/results.md#evaluations-per-gpu-hour). So the evaluator takes the compiled one
+        of highest expected value first; the head follows once its compile has ended."""
         return self.ctx.backend.compiled_ahead(self.board.kernel(sub.kernel_id).source)
 
     async def _await_headroom(self, rank: int) -> None:

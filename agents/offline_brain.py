@@ -16,8 +16,9 @@ Every random choice comes from a ``random.Random`` seeded by the campaign seed a
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
-from kernel_scientist.blackboard import source_hash
+from kernel_scientist.blackboard import metrics, source_hash
 
 from kernel_scientist import knowledge
 
@@ -42,7 +43,7 @@ class OfflineBrain:
     name = "offline"
     calibrates = True  # its plans' ranges come from agents._calibration already (the theorist need not)
 
-    def __init__(self, rng: random.Random, vendor: str = "amd", kernels: str = "gemm"):
+    def __init__(self, rng: random.Random, vendor: str = "amd", kernels: str = "gemm") -> None:
         self.rng = rng
         # The catalogue as it applies to the target's vendor (no AMD-only knobs on NVIDIA, and the
         # forms and priors measured on that vendor's hardware) and to the task's kind of kernel
@@ -122,11 +123,12 @@ class OfflineBrain:
         plans = avenues[: view.plans]
         chosen: list[int] = []
         why: list[str] = []
-        for reason, key in (
+        criteria: tuple[tuple[str, Callable[[Plan], float]], ...] = (
             ("most innovative", lambda p: p.innovation),
             ("highest maximum uplift", lambda p: p.max_uplift),
             ("highest minimum uplift", lambda p: p.min_uplift),
-        ):
+        )
+        for reason, key in criteria:
             order = sorted(range(len(plans)), key=lambda i: (-key(plans[i]), i))
             pick = next((i for i in order if i not in chosen), None)
             if pick is not None and len(chosen) < view.choose:
@@ -137,7 +139,8 @@ class OfflineBrain:
                 chosen.append(i)
                 why.append("next best expected uplift")
         lines = [
-            f"{p.plan} (predicted {p.min_uplift:+.0%}..{p.max_uplift:+.0%}, innovation {p.innovation:.2f})"
+            f"{p.plan} (predicted {metrics.predicted_range_text(p.min_uplift, p.max_uplift, 0)}, "
+            f"innovation {p.innovation:.2f})"
             for p in avenues
         ]
         return Design(avenues=lines, plans=plans, chosen=chosen, why=why)

@@ -10,16 +10,25 @@ from __future__ import annotations
 
 import anyio
 import msgspec
-from kernel_scientist.blackboard import LEARNED, Hypothesis, HypothesisState, SelectionState, Verdict
+from anyio.abc import TaskStatus
+from kernel_scientist.blackboard import (
+    LEARNED,
+    Hypothesis,
+    HypothesisState,
+    Selection,
+    SelectionState,
+    Verdict,
+    metrics,
+)
 
 from ._base import Agent
 from ._calibration import calibrate
 from ._views import kernel_view, observed_uplift
-from .brain import DesignView, TrialView
+from .brain import CalibratedRanges, DesignView, TrialView
 
 
 class Theorist(Agent):
-    async def run(self, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         with anyio.move_on_at(self.ctx.clock.to_loop(self.ctx.clock.deadline)):
             while True:
@@ -27,9 +36,11 @@ class Theorist(Agent):
                     await self.board.wait_change("selection")
                     continue
                 await self.think(self.ctx.scenario.agents.latency.theorist)
-                await self.design(self._open())
+                sel = self._open()  # still open: only the theorist closes a selection
+                if sel is not None:
+                    await self.design(sel)
 
-    def _open(self):
+    def _open(self) -> Selection | None:
         return next((s for s in self.board.selections() if s.state == SelectionState.OPEN), None)
 
     def trials(self) -> list[TrialView]:
@@ -59,7 +70,7 @@ class Theorist(Agent):
         )
         return out
 
-    async def design(self, sel) -> None:
+    async def design(self, sel: Selection) -> None:
         board = self.board
         cfg = self.ctx.scenario.agents
         base = board.kernel(sel.base_id)
@@ -82,9 +93,11 @@ class Theorist(Agent):
             return
         now = self.now()
         drafts = []
+        brain = self.ctx.brain
+        calibrated = isinstance(brain, CalibratedRanges) and brain.calibrates
         for i, plan in enumerate(design.plans):
             chosen = i in design.chosen
-            if not getattr(self.ctx.brain, "calibrates", False):  # the offline brain ranks on calibrated ranges
+            if not calibrated:
                 lo, hi = calibrate(
                     plan.min_uplift, plan.max_uplift, plan.technique, plan.label, view.trials, view.noise
                 )
@@ -128,7 +141,7 @@ class Theorist(Agent):
         for hyp in hyps:
             self.say(
                 "plan",
-                f"H{hyp.id} {hyp.plan}: predicted {hyp.min_uplift:+.1%}..{hyp.max_uplift:+.1%}, "
+                f"H{hyp.id} {hyp.plan}: predicted {metrics.predicted_range_text(hyp.min_uplift, hyp.max_uplift)}, "
                 f"innovation {hyp.innovation:.2f}; changes: " + "; ".join(hyp.changes),
                 hypothesis_id=hyp.id,
             )

@@ -130,7 +130,7 @@ def inspect(path: Path) -> int:
         raise BlackboardError(f"{path}: cannot read ({exc.strerror})") from exc
     if not header:
         raise BlackboardError(f"{path}: an empty file, not a kernel-scientist blackboard")
-    if header.startswith(GZIP_MAGIC):  # how blackboards are kept in docs/h200/
+    if header.startswith(GZIP_MAGIC):  # how blackboards are kept beside results (docs/results/)
         raise BlackboardError(f"{path}: a gzip file; unpack it first (gunzip -k {path}) and open the .sqlite")
     if header != SQLITE_HEADER:
         raise BlackboardError(f"{path}: not an SQLite file, so not a kernel-scientist blackboard")

@@ -11,7 +11,6 @@ cannot drift from the Structs. Ranges come from the ``msgspec.Meta`` annotations
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import msgspec
 from msgspec import inspect as mi
@@ -44,17 +43,17 @@ def accepts(t: mi.Type) -> str:
     return type(t).__name__.removesuffix("Type").lower()
 
 
-def describe(value: Any, kind: bool = True) -> str:
+def describe(value: object, kind: bool = True) -> str:
     """A value as the user wrote it, and its kind when that is the problem."""
     kinds = {bool: "true/false", int: "a whole number", float: "a number", str: "text", dict: "a table", list: "a list"}
     shown = str(value).lower() if isinstance(value, bool) else repr(value)
     return f"{shown} ({kinds.get(type(value), type(value).__name__)})" if kind else shown
 
 
-def keys(struct: type) -> Iterator[tuple[str, mi.Type, Any]]:
+def keys(struct: type) -> Iterator[tuple[str, mi.Type, object]]:
     """(dotted key, type, default) for every leaf key of a config Struct, in declaration order."""
 
-    def walk(info: mi.StructType, prefix: str) -> Iterator[tuple[str, mi.Type, Any]]:
+    def walk(info: mi.StructType, prefix: str) -> Iterator[tuple[str, mi.Type, object]]:
         for f in info.fields:
             key = f"{prefix}{f.encode_name}"
             if isinstance(f.type, mi.StructType):
@@ -80,8 +79,8 @@ def field_type(struct: type, dotted: str) -> mi.Type | None:
     return info
 
 
-def lookup(tree: dict[str, Any], dotted: str) -> Any:
-    node: Any = tree
+def lookup(tree: dict[str, object], dotted: str) -> object:
+    node: object = tree
     for part in dotted.split("."):
         if not isinstance(node, dict) or part not in node:
             return msgspec.UNSET
@@ -89,7 +88,7 @@ def lookup(tree: dict[str, Any], dotted: str) -> Any:
     return node
 
 
-def explain(struct: type, tree: dict[str, Any], message: str) -> str:
+def explain(struct: type, tree: dict[str, object], message: str) -> str:
     """msgspec's validation ``message`` for ``tree`` (the decoded TOML with overrides applied)
     in the user's terms: the key, what it accepts, what it got."""
     text, sep, where = message.partition(" - at `$")
@@ -108,7 +107,7 @@ def explain(struct: type, tree: dict[str, Any], message: str) -> str:
     return f"{path}: expects {accepts(t)}{got}"
 
 
-def default_text(value: Any) -> str:
+def default_text(value: object) -> str:
     """A default as it would be written in a scenario file (None: the key is unset)."""
     if value is None:
         return "unset"

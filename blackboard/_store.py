@@ -18,10 +18,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import anyio
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from . import _db
 from .records import (
@@ -42,9 +43,12 @@ from .records import (
     SelectionState,
     Submission,
     SubmissionState,
+    Verdict,
 )
 
 T = TypeVar("T", bound=msgspec.Struct)
+V = TypeVar("V")
+SqlValue = str | int | float | bytes | None  # what a query's parameters and a row's columns hold
 _encode = msgspec.json.Encoder().encode
 
 TOPICS = (
@@ -75,9 +79,14 @@ _TABLES: dict[type[msgspec.Struct], tuple[str, tuple[str, ...]]] = {
 }
 
 
-def _row(record: msgspec.Struct, names: tuple[str, ...]) -> tuple[Any, ...]:
+def _row(record: msgspec.Struct, names: tuple[str, ...]) -> tuple[SqlValue, ...]:
     """The values of a row that holds ``record``: its body, then the fields ``names``."""
     return (_encode(record), *(getattr(record, name) for name in names))
+
+
+def _given(new: V | UnsetType, old: V) -> V:
+    """``new`` where a caller gave it, else ``old`` (an update's field left out)."""
+    return old if isinstance(new, UnsetType) else new
 
 
 def source_hash(source: str) -> str:
@@ -95,7 +104,7 @@ class Blackboard:
     write raises ``sqlite3.OperationalError``), and no file is created beside it.
     """
 
-    def __init__(self, path: str | Path, *, readonly: bool = False):
+    def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
         self.path = Path(path)
         self.readonly = readonly
         self._generation = 0  # bumped when a read-only snapshot is reopened to follow a writer
@@ -107,7 +116,7 @@ class Blackboard:
         self._waiters: dict[str, list[anyio.Event]] = {}
         # Decoded once per version of a row's body: only a leader's re-timing rewrites one.
         self._evaluations: dict[int, tuple[bytes, Evaluation]] = {}
-        self._listeners: list[Any] = []
+        self._listeners: list[Callable[[Message], None]] = []
 
     def _file_stat(self) -> tuple[int, int]:
         st = self.path.stat()
@@ -155,7 +164,7 @@ class Blackboard:
             self._waiters.setdefault(topic, []).append(event)
         await event.wait()
 
-    def on_message(self, listener: Any) -> None:
+    def on_message(self, listener: Callable[[Message], None]) -> None:
         """Call ``listener(message)`` after each message commits (the console and JSONL logs)."""
         self._listeners.append(listener)
 
@@ -168,7 +177,7 @@ class Blackboard:
     def _next_id(self, table: str) -> int:
         return int(self._conn.execute(f"SELECT coalesce(max(id), 0) + 1 FROM {table}").fetchone()[0])
 
-    def _rows(self, cls: type[T], sql: str, args: Iterable[Any] = ()) -> list[T]:
+    def _rows(self, cls: type[T], sql: str, args: Iterable[SqlValue] = ()) -> list[T]:
         return [msgspec.json.decode(body, type=cls) for (body,) in self._conn.execute(sql, tuple(args))]
 
     def _one(self, cls: type[T], id: int) -> T:
@@ -188,7 +197,7 @@ class Blackboard:
         self._conn.execute(f"INSERT INTO {table} (body, {', '.join(names)}) VALUES (?{marks})", _row(record, names))
         return record
 
-    def _update_tx(self, record: T, **changes: Any) -> T:
+    def _update_tx(self, record: T, **changes: object) -> T:
         """Write ``record`` with ``changes`` over its row (inside the caller's write transaction)."""
         record = msgspec.structs.replace(record, **changes)
         table, columns = _TABLES[type(record)]
@@ -338,12 +347,33 @@ class Blackboard:
         self._notify("hypothesis")
         return claimed
 
-    def update_hypothesis(self, id: int, expect: tuple[HypothesisState, ...] = (), **changes: Any) -> Hypothesis:
+    def update_hypothesis(
+        self,
+        id: int,
+        expect: tuple[HypothesisState, ...] = (),
+        *,
+        state: HypothesisState | UnsetType = UNSET,
+        verdict: Verdict | UnsetType = UNSET,
+        observed_uplift: float | None | UnsetType = UNSET,
+        kernel_id: int | None | UnsetType = UNSET,
+        lease_owner: str | None | UnsetType = UNSET,
+        lease_until: float | None | UnsetType = UNSET,
+    ) -> Hypothesis:
+        """Change the fields given (a field left out keeps its value; None is a value: a lease
+        handed back has no owner); with ``expect``, only from one of those states."""
         with _db.write(self._conn):
             hyp = self._hyp(id)
             if expect and hyp.state not in expect:
                 raise TransitionError(f"hypothesis {id} is {hyp.state}, expected {'/'.join(expect)}")
-            hyp = self._update_tx(hyp, **changes)
+            hyp = self._update_tx(
+                hyp,
+                state=_given(state, hyp.state),
+                verdict=_given(verdict, hyp.verdict),
+                observed_uplift=_given(observed_uplift, hyp.observed_uplift),
+                kernel_id=_given(kernel_id, hyp.kernel_id),
+                lease_owner=_given(lease_owner, hyp.lease_owner),
+                lease_until=_given(lease_until, hyp.lease_until),
+            )
         self._notify("hypothesis")
         return hyp
 

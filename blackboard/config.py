@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, ClassVar, Literal
 
 import msgspec
 
 from ._keys import explain
+from .records import LLMRole
 
 Positive = Annotated[float, msgspec.Meta(gt=0)]
 Count = Annotated[int, msgspec.Meta(ge=1, le=64)]  # plans, avenues, queue lengths
@@ -118,10 +119,20 @@ class LLMConfig(_Strict, frozen=True):
     implement: RoleConfig = RoleConfig()
     review: RoleConfig = RoleConfig()
 
-    ROLE_MAX_TOKENS = {"select": 1024, "design": 6000, "implement": 16_000, "review": 1024}
+    ROLE_MAX_TOKENS: ClassVar[dict[LLMRole, int]] = {
+        "select": 1024,
+        "design": 6000,
+        "implement": 16_000,
+        "review": 1024,
+    }
 
-    def max_tokens(self, role: str) -> int:
-        return getattr(self, role).max_tokens or self.ROLE_MAX_TOKENS[role]
+    def role(self, role: LLMRole) -> RoleConfig:
+        """The settings of one role (its table: ``[llm.design]`` and so on)."""
+        roles = {"select": self.select, "design": self.design, "implement": self.implement, "review": self.review}
+        return roles[role]
+
+    def max_tokens(self, role: LLMRole) -> int:
+        return self.role(role).max_tokens or self.ROLE_MAX_TOKENS[role]
 
 
 class EvaluatorConfig(_Strict, frozen=True):
@@ -202,7 +213,7 @@ class Scenario(_Strict, frozen=True):
         return task.resolve()
 
 
-def _set(tree: dict[str, Any], dotted: str, raw: str, origin: str) -> None:
+def _set(tree: dict[str, object], dotted: str, raw: str, origin: str) -> None:
     """Apply one ``--set key=value`` (value parsed as a TOML value, else taken as a string)."""
     try:
         value = msgspec.toml.decode(f"v = {raw}".encode())["v"]
@@ -282,7 +293,7 @@ def retune(scenario: Scenario, overrides: list[str], origin: str) -> Scenario:
     return msgspec.structs.replace(decode_scenario(tree, origin), source=source)
 
 
-def decode_scenario(tree: dict[str, Any], origin: str) -> Scenario:
+def decode_scenario(tree: dict[str, object], origin: str) -> Scenario:
     if "source" in tree:
         raise ScenarioError(f"{origin}: source: not a scenario key (it is set by the loader)")
     try:

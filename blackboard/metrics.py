@@ -1,9 +1,15 @@
-"""The campaign's measures, defined once: the limits in force, evaluator utilisation, rate-limit
-use, the headroom before the next start, and the best score over time.
+"""The campaign's measures, defined once: speed-up and uplift, the leader, the limits in force,
+evaluator utilisation, rate-limit use, the headroom before the next start, the best score over
+time, and how an uplift or a predicted range is written.
 
 ``status``, ``watch``, ``report``, ``sweep`` and the evaluator agent all compute these here, so the
 same campaign gives the same figure everywhere. Definitions:
 
+- **Speed-up** of a score over a baseline (the seed's, the PyTorch reference's) = baseline / score
+  (2.0 = twice as fast); **uplift** = speed-up - 1 (0.10 = 10% faster).
+- **The leader** = the passing, timed evaluation with the lowest score; an exact tie goes to the
+  older kernel (the lower id). The evaluator agent re-times against it, so this rule decides what
+  the campaign does; ``status`` ranks by the same rule.
 - The limits in force at a campaign time are those of the run segment (the first run, or a
   resume with ``--set evaluator.in_flight=2`` and the like) that covers it (``limits_at``). Files
   written before segments were recorded have one, from the scenario they were started with.
@@ -32,6 +38,48 @@ import msgspec
 
 from .config import scenario_from_json
 from .records import Campaign, Evaluation, Hypothesis, RunSegment, Submission, SubmissionState
+
+
+def speedup(base_us: float | None, new_us: float | None) -> float | None:
+    """How many times faster ``new_us`` is than ``base_us``; None when either is missing."""
+    if not base_us or not new_us:
+        return None
+    return base_us / new_us
+
+
+def uplift(base_us: float | None, new_us: float | None) -> float | None:
+    """The fractional speed-up of ``new_us`` over ``base_us`` (0.10 = 10% faster); None when either
+    is missing."""
+    times = speedup(base_us, new_us)
+    return None if times is None else times - 1.0
+
+
+def _rank(scored: tuple[float, Evaluation]) -> tuple[float, int]:
+    score, ev = scored
+    return score, ev.kernel_id  # an exact tie: the older kernel first
+
+
+def ranked(evals: list[Evaluation]) -> list[tuple[float, Evaluation]]:
+    """(score, evaluation) of every passing, timed evaluation, the leader first (module note)."""
+    scored = [(score, ev) for ev in evals if (score := ev.report.passed_score()) is not None]
+    return sorted(scored, key=_rank)
+
+
+def leader(evals: list[Evaluation]) -> Evaluation | None:
+    """The evaluation with the best score (module note), or None before any passed and was timed."""
+    best = ranked(evals)
+    return best[0][1] if best else None
+
+
+def uplift_text(value: float | None) -> str:
+    """An uplift as every surface writes it: "+12.3%", or "n/a" where there is none."""
+    return "n/a" if value is None else f"{value:+.1%}"
+
+
+def predicted_range_text(min_uplift: float, max_uplift: float, digits: int = 1) -> str:
+    """A predicted [min, max] uplift as every surface writes it: "+5.0%..+60.0%" (``digits``
+    after the point)."""
+    return f"{min_uplift:+.{digits}%}..{max_uplift:+.{digits}%}"
 
 
 class Usage(msgspec.Struct, frozen=True):

@@ -471,6 +471,8 @@ class Finding(msgspec.Struct, frozen=True):
 
 
 LLMStatus = Literal["ok", "refused", "truncated", "error", "budget"]
+LLMRole = Literal["select", "design", "implement", "review"]  # the brain protocol's four questions
+LLMTurn = Literal["ask", "repair"]
 
 
 class LLMCall(msgspec.Struct, frozen=True):
@@ -486,8 +488,8 @@ class LLMCall(msgspec.Struct, frozen=True):
     at: float  # campaign clock when the turn started
     agent: str
     seq: int
-    role: Literal["select", "design", "implement", "review"]
-    turn: Literal["ask", "repair"]
+    role: LLMRole
+    turn: LLMTurn
     brain: str  # anthropic, openai-compatible, replay
     model: str
     status: LLMStatus

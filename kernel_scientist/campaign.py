@@ -14,7 +14,6 @@ import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import anyio
 import trio.testing
@@ -35,6 +34,7 @@ from kernel_scientist.blackboard import (
     Blackboard,
     BlackboardError,
     Campaign,
+    EvalReport,
     KernelState,
     Message,
     RunSegment,
@@ -45,8 +45,9 @@ from kernel_scientist.blackboard import (
     scenario_json,
 )
 from kernel_scientist.evaluator import Backend, Task
+from kernel_scientist.evaluator.backends._protocol import StartsInBackground
 
-from . import logs
+from . import learn, logs
 from .status import finished_at
 
 
@@ -79,7 +80,10 @@ def check_new(db: Path) -> None:
 
 
 def start(
-    scenario: Scenario, db: Path, listeners: Sequence[Callable[[Message], None]] = (), lessons: Sequence[Any] = ()
+    scenario: Scenario,
+    db: Path,
+    listeners: Sequence[Callable[[Message], None]] = (),
+    lessons: Sequence[learn.Lesson] = (),
 ) -> Outcome:
     """Create a campaign in a new blackboard file and run it to its deadline; ``lessons``
     (``learn.read_all``) seed its findings with what earlier campaigns measured. A start that
@@ -116,9 +120,8 @@ def _run(
     *,
     resume: bool,
     retuned: Sequence[str] = (),
-    lessons: Sequence[Any] = (),
+    lessons: Sequence[learn.Lesson] = (),
 ) -> Outcome:
-    from kernel_scientist import learn
     from kernel_scientist.evaluator import load_task, make_backend
 
     wall = time.perf_counter()
@@ -206,14 +209,13 @@ def _open_board(
 ) -> Blackboard:
     """The campaign's blackboard: reopened for a resume; for a new campaign, created with the
     campaign record and the seed kernel, and removed again if that fails half-way."""
-    started = getattr(backend, "wait_started", None)  # a sandbox launched by ``with backend`` (simulated)
     if resume:
-        if started is not None:
-            started()
+        if isinstance(backend, StartsInBackground):
+            backend.wait_started()
         return Blackboard(db)
     reference = backend.reference_report()  # the slow part of a start: before the file exists
-    if started is not None:  # its fork server started meanwhile; one that cannot refuses here
-        started()
+    if isinstance(backend, StartsInBackground):  # it started meanwhile; one that cannot refuses here
+        backend.wait_started()
     db.parent.mkdir(parents=True, exist_ok=True)
     board = Blackboard(db)
     try:
@@ -272,7 +274,7 @@ def _lost(exc: BaseException) -> BaseException | None:
     return None
 
 
-def _reference_text(reference, simulated: bool) -> str:
+def _reference_text(reference: EvalReport | None, simulated: bool) -> str:
     score = reference.passed_score() if reference else None
     if score is None:
         return f"n/a ({reference.outcome}: {reference.reason})" if reference else "n/a"

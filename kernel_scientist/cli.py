@@ -9,8 +9,10 @@ cluster went away does the same with exit code 3.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
+from collections.abc import Callable
 
 from kernel_scientist.commands import EXIT_USAGE, UsageError, parser
 
@@ -33,13 +35,14 @@ def main(argv: list[str] | None = None) -> int:
         raise
 
 
-def _handle(args) -> int:
+def _handle(args: argparse.Namespace) -> int:
     from kernel_scientist.blackboard import BlackboardError, ScenarioError
     from kernel_scientist.campaign import Interrupted, Stopped
     from kernel_scientist.evaluator import BackendUnavailable, ClusterError, TaskError
 
+    handler: Callable[[argparse.Namespace], int] = args.handler  # set by each command's parser
     try:
-        return args.handler(args)
+        return handler(args)
     except (UsageError, ScenarioError, BlackboardError, TaskError, BackendUnavailable, ClusterError) as exc:
         print(f"kernel-scientist: {exc}", file=sys.stderr)
         return EXIT_USAGE

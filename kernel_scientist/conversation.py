@@ -15,7 +15,7 @@ from typing import TextIO
 
 import msgspec
 
-from kernel_scientist.blackboard import Blackboard, Hypothesis, Message
+from kernel_scientist.blackboard import Blackboard, Hypothesis, Message, metrics
 
 from .logs import render
 
@@ -120,16 +120,15 @@ def thread(board: Blackboard, hypothesis_id: int) -> Thread:
 
 def render_thread(th: Thread, colours: bool = False) -> str:
     h = th.hypothesis
-    observed = "n/a" if h.observed_uplift is None else f"{h.observed_uplift:+.1%}"
     lines = [
         f"H{h.id} {h.technique}"
         + (f" ({h.label})" if h.label else "")
         + f" on base kernel {h.base_id}"
         + (f", reference {h.reference_id}" if h.reference_id else ""),
         f"  plan: {h.plan}",
-        f"  predicted {h.min_uplift:+.1%}..{h.max_uplift:+.1%}, innovation {h.innovation:.2f}; "
+        f"  predicted {metrics.predicted_range_text(h.min_uplift, h.max_uplift)}, innovation {h.innovation:.2f}; "
         f"state {h.state}; kernel {h.kernel_id if h.kernel_id is not None else '-'}; "
-        f"verdict {h.verdict} (observed {observed})",
+        f"verdict {h.verdict} (observed {metrics.uplift_text(h.observed_uplift)})",
         "",
     ]
     stage = None

@@ -25,8 +25,10 @@ from rich.text import Text
 from kernel_scientist.blackboard import (
     Blackboard,
     HypothesisState,
+    Kernel,
     KernelState,
     Message,
+    Submission,
     SubmissionState,
     metrics,
     open_existing,
@@ -151,7 +153,12 @@ def _snapshot(board: Blackboard, messages: int) -> Snapshot:
 
 
 def _agents(
-    board: Blackboard, conversation: list[Message], engineers: int, kernels, leased, over: bool
+    board: Blackboard,
+    conversation: list[Message],
+    engineers: int,
+    kernels: dict[int, Kernel],
+    leased: list[Submission],
+    over: bool,
 ) -> list[AgentRow]:
     names = ["archivist", "theorist", *(f"engineer-{i + 1}" for i in range(engineers)), "critic", "evaluator"]
     latest: dict[str, Message] = {}
@@ -287,11 +294,13 @@ def _progress(snap: Snapshot, label: str) -> Text:
     if snap.best_us is None:
         progress.append("no passing evaluation yet")
         return progress
-    vs_seed = f", {snap.seed_us / snap.best_us:.2f}x the seed" if snap.seed_us else ""
+    times = metrics.speedup(snap.seed_us, snap.best_us)
+    vs_seed = f", {times:.2f}x the seed" if times is not None else ""
     progress.append(f"best {snap.best_us:.1f} us ({label}){vs_seed}\n")
-    # Plot the speed-up (seed / best) so the line rises as the campaign improves.
+    # Plot the speed-up over the seed (over the first best score while the seed has none), so the
+    # line rises as the campaign improves.
     base = snap.seed_us or snap.best_over_time[0][1]
-    series = [base / b for b in over_time(snap.best_over_time, snap.now)]
+    series = [x for b in over_time(snap.best_over_time, snap.now) if (x := metrics.speedup(base, b)) is not None]
     progress.append(f"00:00:00 {sparkline(series)} {clock(snap.now)}", style="cyan")
     return progress
 
@@ -351,7 +360,7 @@ class LiveListener:
 
     def __init__(
         self, db: Path, console: Console | None = None, max_hz: float = 4.0, now: Callable[[], float] = time.monotonic
-    ):
+    ) -> None:
         self.db, self.min_gap, self.now = db, 1.0 / max_hz, now
         self.console = console or Console(stderr=True)
         self._board: Blackboard | None = None
@@ -385,7 +394,7 @@ class LiveListener:
 class _Spinner:
     """``run --quiet`` on a terminal: one spinner line with the campaign clock and result count."""
 
-    def __init__(self, console: Console):
+    def __init__(self, console: Console) -> None:
         self.evaluations = 0
         self.status = console.status("starting the campaign")
         self.status.start()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import msgspec
 
-from kernel_scientist.blackboard import LEARNED, Blackboard, BlackboardError, open_existing
+from kernel_scientist.blackboard import LEARNED, Blackboard, BlackboardError, metrics, open_existing
 
 
 class Lesson(msgspec.Struct, frozen=True):
@@ -59,7 +59,7 @@ def record(board: Blackboard, lessons: list[Lesson], at: float) -> None:
             scope=LEARNED,
             uplift=lesson.uplift,
             evidence=[],
-            text=f"learned from {lesson.origin}: {lesson.technique} [{lesson.label}] {lesson.uplift:+.1%}",
+            text=f"learned from {lesson.origin}: {lesson.technique} [{lesson.label}] {metrics.uplift_text(lesson.uplift)}",
             at=at,
         )
     origins = sorted({lesson.origin for lesson in lessons})

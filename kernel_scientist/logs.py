@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from logging import WARNING
 from pathlib import Path
-from typing import Any, BinaryIO, TextIO
+from typing import TYPE_CHECKING, BinaryIO, TextIO
 
 import msgspec
 from loguru import logger
@@ -18,6 +18,9 @@ from rich.console import Console
 from rich.text import Text
 
 from kernel_scientist.blackboard import Message
+
+if TYPE_CHECKING:
+    import loguru
 
 # One colour per agent, in rich's names (rich draws every coloured line of the CLI: this
 # conversation, ``logs``, ``watch``, the progress bars); warnings and errors in ALARM.
@@ -52,7 +55,7 @@ class JsonlLog:
     """Appends each message as one JSON object per line. The file is opened at the first message,
     so a campaign that never starts (a missing key, no GPU) leaves no empty log behind."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path) -> None:
         self.path = path
         self.file: BinaryIO | None = None
 
@@ -82,7 +85,7 @@ def setup_console(stream: TextIO | None = None, colours: bool | None = None) -> 
     logger.add(_log_record, level="INFO", format="{message}")
 
 
-def _log_record(message: Any) -> None:
+def _log_record(message: loguru.Message) -> None:
     """A loguru record (the LLM transport's retries) as a console line in the conversation's style."""
     record = message.record
     agent = record["extra"].get("agent", "runner")

@@ -22,6 +22,7 @@ import matplotlib
 matplotlib.use("Agg")  # before pyplot: render to files only, never a window
 import matplotlib.pyplot as plt  # noqa: E402
 import msgspec  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 from kernel_scientist.blackboard import (  # noqa: E402
     Blackboard,
@@ -73,7 +74,7 @@ class Report:
         return [self.out / s.image for s in self.sections if s.image]
 
 
-def _save(fig, path: Path) -> None:
+def _save(fig: Figure, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -122,8 +123,8 @@ def _per_shape(board: Blackboard, out: Path, label: str, st: status_mod.Status) 
         labels.append(s.shape.label())
         st_ = seed.report.shapes[i].time_us if seed and i < len(seed.report.shapes) else None
         rt = ref.shapes[i].time_us if ref and i < len(ref.shapes) else None
-        vs_seed.append(st_ / s.time_us if st_ and s.time_us else float("nan"))
-        vs_ref.append(rt / s.time_us if rt and s.time_us else float("nan"))
+        vs_seed.append(_or_nan(metrics.speedup(st_, s.time_us)))
+        vs_ref.append(_or_nan(metrics.speedup(rt, s.time_us)))
     fig, ax = plt.subplots(figsize=(12, 4.2))
     xs = range(len(labels))
     ax.bar([x - 0.2 for x in xs], vs_seed, 0.4, label="over the seed kernel", color="#4c8bbf")
@@ -143,8 +144,13 @@ def _per_shape(board: Blackboard, out: Path, label: str, st: status_mod.Status) 
     return Section("Per-shape speed-up of the best kernel", "per_shape.png", table)
 
 
+def _or_nan(v: float | None) -> float:
+    """A plotted value: a missing one is NaN (matplotlib leaves a gap)."""
+    return float("nan") if v is None else v
+
+
 def _x(v: float) -> str:
-    return "n/a" if v is None or math.isnan(v) else f"{v:.2f}x"
+    return "n/a" if math.isnan(v) else f"{v:.2f}x"
 
 
 def lineage_layout(kernels: list[Kernel]) -> dict[int, tuple[float, int]]:
@@ -240,11 +246,11 @@ def _ledger(board: Blackboard, out: Path, label: str) -> Section:
     counts = {v: sum(1 for h in hyps if h.verdict == v) for v in Verdict}
     rows = []
     for h in hyps:
-        obs = "n/a" if h.observed_uplift is None else f"{h.observed_uplift:+.1%}"
         rows.append(
             f"<tr><td>H{h.id}</td><td>{html.escape(h.technique)}</td>"
             f"<td>{html.escape(h.label)}</td><td>{h.base_id}</td><td>{h.kernel_id}</td>"
-            f"<td>{h.min_uplift:+.1%}..{h.max_uplift:+.1%}</td><td>{obs}</td>"
+            f"<td>{metrics.predicted_range_text(h.min_uplift, h.max_uplift)}</td>"
+            f"<td>{metrics.uplift_text(h.observed_uplift)}</td>"
             f"<td class='{h.verdict}'>{h.verdict}</td></tr>"
         )
     summary = ", ".join(f"{n} {v}" for v, n in counts.items())
@@ -373,7 +379,7 @@ def _build(board: Blackboard, out: Path, step: Callable[[str], None]) -> Report:
     report = Report(
         out=out, title=f"{campaign.name}: campaign report ({label})", simulated=st.simulated, summary=summary
     )
-    steps = [
+    steps: list[tuple[str, Callable[[], Section | None]]] = [
         ("best score", lambda: _best_score(board, out, label)),
         ("per-shape speed-up", lambda: _per_shape(board, out, label, st)),
         ("lineage", lambda: _lineage(board, out, label, st)),

@@ -72,15 +72,15 @@ def _status(board: Blackboard, top: int) -> Status:
     seed_us = seed_score(board)
     ref_us = campaign.reference.score_us if campaign.reference else None
     entries = []
-    scored = [(score, ev) for ev in evals if (score := ev.report.passed_score()) is not None]
-    for score, ev in sorted(scored, key=lambda pair: pair[0]):
+    scored = metrics.ranked(evals)  # the leader first
+    for score, ev in scored:
         k = kernels[ev.kernel_id]
         entries.append(
             Entry(
                 kernel_id=k.id,
                 score_us=round(score, 3),
-                speedup_vs_seed=round(seed_us / score, 3) if seed_us else None,
-                speedup_vs_reference=round(ref_us / score, 3) if ref_us else None,
+                speedup_vs_seed=_rounded(metrics.speedup(seed_us, score)),
+                speedup_vs_reference=_rounded(metrics.speedup(ref_us, score)),
                 author=k.author,
                 summary=k.summary,
                 parent_id=k.parent_id,
@@ -115,6 +115,10 @@ def _status(board: Blackboard, top: int) -> Status:
         evaluations_per_gpu_hour=_per_gpu_hour(evals),
         evaluation_phases=metrics.evaluation_phases(evals),
     )
+
+
+def _rounded(speedup: float | None) -> float | None:
+    return None if speedup is None else round(speedup, 3)
 
 
 def _per_gpu_hour(evals: list[Evaluation]) -> float | None:

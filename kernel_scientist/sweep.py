@@ -181,7 +181,7 @@ def execute(
 
 
 def summarise(results: list[RunResult]) -> list[SettingSummary]:
-    groups: dict[tuple, list[RunResult]] = {}
+    groups: dict[tuple[tuple[str, str], ...], list[RunResult]] = {}
     for r in results:
         groups.setdefault(tuple(r.run.setting.items()), []).append(r)
     out = []

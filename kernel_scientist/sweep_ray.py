@@ -21,6 +21,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -28,6 +29,9 @@ from kernel_scientist.blackboard import ScenarioError, load_scenario, open_exist
 
 from . import logs
 from .sweep import Run, RunResult, command, measure
+
+if TYPE_CHECKING:
+    import ray
 
 _RETRIES = 2  # a campaign whose node died starts again from scratch, at most this many times
 _MAX_BYTES = 64 * 1024 * 1024  # what one campaign may carry to its node: the scenario and its folder
@@ -95,7 +99,8 @@ def run_campaign(carried: bytes) -> bytes:
     import ray
 
     job = msgspec.msgpack.decode(carried, type=Carried)
-    node = f"{ray.util.get_node_ip_address()}/{ray.get_runtime_context().get_node_id()[:8]}"
+    ip = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]  # ray leaves this one unannotated
+    node = f"{ip}/{ray.get_runtime_context().get_node_id()[:8]}"
     folder = Path(tempfile.mkdtemp(prefix="ks-sweep-"))
     began = time.perf_counter()
     carried_to = folder / "carried"  # not the working directory: `python -m` imports from there, and a
@@ -170,7 +175,7 @@ def execute(
 
     remote = ray.remote(run_campaign).options(num_cpus=1, max_retries=_RETRIES)
     pending = list(enumerate(runs))
-    running: dict = {}
+    running: dict[ray.ObjectRef[bytes], int] = {}
     results: dict[int, RunResult] = {}
     try:
         while pending or running:
@@ -181,7 +186,7 @@ def execute(
             finished, _ = ray.wait(list(running), num_returns=1)
             for ref in finished:
                 i = running.pop(ref)
-                results[i] = _land(runs[i], ref, ray)
+                results[i] = _land(runs[i], ref)
                 done(results[i])
     except BaseException:  # Ctrl-C: no campaign runs on behind the sweep
         for ref in running:
@@ -192,8 +197,10 @@ def execute(
     return [results[i] for i in range(len(runs))]
 
 
-def _land(run: Run, ref, ray) -> RunResult:
+def _land(run: Run, ref: ray.ObjectRef[bytes]) -> RunResult:
     """A finished task's campaign written where a local sweep writes it, and measured the same way."""
+    import ray
+
     try:
         back = msgspec.msgpack.decode(ray.get(ref), type=Returned)
     except ray.exceptions.RayError as exc:

@@ -22,11 +22,13 @@ import hashlib
 import math
 import os
 from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 import msgspec
 from kernel_scientist.blackboard import Blackboard, BlackboardError, LLMCall, Scenario, ScenarioError, open_existing
 from kernel_scientist.blackboard.config import LLMConfig, RoleConfig
+from kernel_scientist.blackboard.records import LLMRole, LLMStatus, LLMTurn
 
 from .. import brain
 from ..brain import BrainError, BrainUnavailable, BudgetExhausted
@@ -45,7 +47,12 @@ from ._transport import (
     openai_sender,
 )
 
-ROLES = ("select", "design", "implement", "review")
+if TYPE_CHECKING:
+    from trio.testing import MockClock
+
+ROLES: tuple[LLMRole, ...] = ("select", "design", "implement", "review")
+TURNS: tuple[LLMTurn, ...] = ("ask", "repair")  # a question, and at most one repair of its answer
+Answer = TypeVar("Answer")
 
 
 def _hash(system: str, messages: list[dict[str, str]]) -> str:
@@ -55,7 +62,7 @@ def _hash(system: str, messages: list[dict[str, str]]) -> str:
 class LLMService:
     """What every agent's LLM brain shares. Build it inside the campaign's event loop."""
 
-    def __init__(self, scenario: Scenario, board: Blackboard, now: Callable[[], float]):
+    def __init__(self, scenario: Scenario, board: Blackboard, now: Callable[[], float]) -> None:
         self.cfg: LLMConfig = scenario.llm
         ev = scenario.evaluator
         # A local backend times on whatever GPU the machine has; the simulated one on its model.
@@ -96,8 +103,8 @@ class LLMService:
             except BlackboardError as exc:
                 raise ScenarioError(f"llm.replay_from: {exc}") from None
 
-    def role(self, role: str) -> RoleConfig:
-        return getattr(self.cfg, role)
+    def role(self, role: LLMRole) -> RoleConfig:
+        return self.cfg.role(role)
 
     def brain(self, agent: str) -> LLMBrain:
         return LLMBrain(self, agent)
@@ -122,7 +129,7 @@ class LLMService:
                 clock.autojump_threshold = self._saved_threshold
 
 
-def _mock_clock():
+def _mock_clock() -> MockClock | None:
     try:
         import sniffio
         import trio
@@ -139,7 +146,7 @@ def _mock_clock():
 class LLMBrain:
     """One agent's brain (the ``Brain`` protocol of agents/brain.py)."""
 
-    def __init__(self, service: LLMService, agent: str):
+    def __init__(self, service: LLMService, agent: str) -> None:
         self.service = service
         self.name = service.kind
         self.agent = agent
@@ -159,10 +166,10 @@ class LLMBrain:
         return await self._ask("review", _prompts.review(view, self.service.cfg), _wire.critique)
 
     # ---- one question: an ask and at most one repair ------------------------------------
-    async def _ask(self, role: str, prompt: str, decode):
+    async def _ask(self, role: LLMRole, prompt: str, decode: Callable[[str], Answer]) -> Answer:
         system = self.service.system
         messages = [{"role": "user", "content": prompt}]
-        for turn in ("ask", "repair"):
+        for turn in TURNS:
             reply = await self._exchange(role, turn, system, messages)
             if reply.stop == "refusal":
                 raise BrainError(
@@ -185,14 +192,15 @@ class LLMBrain:
             ]
         raise AssertionError("unreachable")
 
-    async def _exchange(self, role: str, turn: str, system: str, messages: list[dict[str, str]]) -> LLMReply:
+    async def _exchange(self, role: LLMRole, turn: LLMTurn, system: str, messages: list[dict[str, str]]) -> LLMReply:
         service, cfg = self.service, self.service.cfg
         rc = service.role(role)
         self.seq += 1
         seq, at = self.seq, service.now()
         model = rc.model or cfg.model
         phash = _hash(system, messages)
-        base = dict(
+        # The turn as recorded; each outcome below fills in its status and what it has.
+        base = LLMCall(
             id=0,
             at=at,
             agent=self.agent,
@@ -201,6 +209,7 @@ class LLMBrain:
             turn=turn,
             brain=service.kind,
             model=model,
+            status="ok",
             system=system,
             messages=messages,
             prompt_hash=phash,
@@ -215,7 +224,7 @@ class LLMBrain:
                 try:
                     reservation = service.ledger.reserve(size, cfg.max_tokens(role))
                 except BudgetExhausted as exc:
-                    self._record(base, status="budget", error=str(exc))
+                    self._record(msgspec.structs.replace(base, status="budget", error=str(exc)))
                     raise
                 req = LLMRequest(
                     model=model,
@@ -230,31 +239,36 @@ class LLMBrain:
                 except TransportError as exc:
                     service.ledger.settle(reservation, Usage())
                     self._record(
-                        base,
-                        status="error",
-                        error=str(exc),
-                        request_id=exc.request_id,
-                        attempts=exc.attempts,
-                        permanent=isinstance(exc, TransportUnavailable),
+                        msgspec.structs.replace(
+                            base,
+                            status="error",
+                            error=str(exc),
+                            request_id=exc.request_id,
+                            attempts=exc.attempts,
+                            permanent=isinstance(exc, TransportUnavailable),
+                        )
                     )
                     raise
             cost = service.ledger.settle(reservation, reply.usage)
-        status = {"refusal": "refused", "max_tokens": "truncated"}.get(reply.stop, "ok")
+        statuses: dict[StopReason, LLMStatus] = {"refusal": "refused", "max_tokens": "truncated"}
+        status = statuses.get(reply.stop, "ok")
         u = reply.usage
         self._record(
-            base,
-            status=status,
-            answer=reply.text,
-            stop_reason=reply.stop_reason,
-            request_id=reply.request_id,
-            attempts=reply.attempts,
-            input_tokens=u.input_tokens,
-            output_tokens=u.output_tokens,
-            cache_read_tokens=u.cache_read_tokens,
-            cache_write_tokens=u.cache_write_tokens,
-            cost_usd=cost,
-            wall_s=reply.wall_s,
-            replayed=service.kind == "replay",
+            msgspec.structs.replace(
+                base,
+                status=status,
+                answer=reply.text,
+                stop_reason=reply.stop_reason,
+                request_id=reply.request_id,
+                attempts=reply.attempts,
+                input_tokens=u.input_tokens,
+                output_tokens=u.output_tokens,
+                cache_read_tokens=u.cache_read_tokens,
+                cache_write_tokens=u.cache_write_tokens,
+                cost_usd=cost,
+                wall_s=reply.wall_s,
+                replayed=service.kind == "replay",
+            )
         )
         cached = f", {u.cache_read_tokens} cached" if u.cache_read_tokens else ""
         service.board.say(
@@ -266,7 +280,7 @@ class LLMBrain:
         )
         return reply
 
-    def _replayed(self, recorded: LLMCall | None, seq: int, phash: str, base: dict) -> LLMReply:
+    def _replayed(self, recorded: LLMCall | None, seq: int, phash: str, base: LLMCall) -> LLMReply:
         if recorded is None:  # a replay cannot heal: no later turn will match either
             raise BrainUnavailable(
                 f"replay: the recording has no turn {seq} for {self.agent} (the "
@@ -277,17 +291,19 @@ class LLMBrain:
                 f"replay diverged: {self.agent}'s turn {seq} asks something else than the recorded campaign did"
             )
         if recorded.status == "budget":
-            self._record(base, status="budget", error=recorded.error, replayed=True)
+            self._record(msgspec.structs.replace(base, status="budget", error=recorded.error, replayed=True))
             raise BudgetExhausted(recorded.error)
         if recorded.status == "error":
             self._record(
-                base,
-                status="error",
-                error=recorded.error,
-                request_id=recorded.request_id,
-                attempts=recorded.attempts,
-                permanent=recorded.permanent,
-                replayed=True,
+                msgspec.structs.replace(
+                    base,
+                    status="error",
+                    error=recorded.error,
+                    request_id=recorded.request_id,
+                    attempts=recorded.attempts,
+                    permanent=recorded.permanent,
+                    replayed=True,
+                )
             )
             error = TransportUnavailable if recorded.permanent else TransportError
             raise error(recorded.error, recorded.request_id, recorded.attempts)
@@ -305,5 +321,5 @@ class LLMBrain:
             wall_s=recorded.wall_s,
         )
 
-    def _record(self, base: dict, **fields) -> None:
-        self.service.board.add_llm_call(LLMCall(**base, **fields))
+    def _record(self, call: LLMCall) -> None:
+        self.service.board.add_llm_call(call)

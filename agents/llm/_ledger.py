@@ -24,7 +24,7 @@ class Reservation:
 
 
 class Ledger:
-    def __init__(self, cfg: LLMConfig, spent_usd: float = 0.0, spent_tokens: int = 0, enforce: bool = True):
+    def __init__(self, cfg: LLMConfig, spent_usd: float = 0.0, spent_tokens: int = 0, enforce: bool = True) -> None:
         self.cfg = cfg
         self.spent_usd, self.spent_tokens = spent_usd, spent_tokens
         self.held_usd, self.held_tokens = 0.0, 0

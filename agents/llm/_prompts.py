@@ -13,6 +13,7 @@ from pathlib import Path
 from string import Template
 
 import msgspec
+from kernel_scientist.blackboard import metrics
 from kernel_scientist.blackboard.config import LLMConfig
 
 from kernel_scientist import knowledge
@@ -80,7 +81,7 @@ def design(view: DesignView, cfg: LLMConfig) -> str:
         )
     trials = [
         f"- kernel {t.base_id}: {line(t.technique, 80)} ({line(t.label, 120)}): "
-        f"{'n/a' if t.observed_uplift is None else f'{t.observed_uplift:+.1%}'}, {t.verdict}"
+        f"{metrics.uplift_text(t.observed_uplift)}, {t.verdict}"
         for t in view.trials
     ]
     query = " ".join(
@@ -147,8 +148,8 @@ def review(view: ReviewView, cfg: LLMConfig) -> str:
     findings = "\n".join(f"- {f.text()}" for f in view.static_findings)
     return template("review").substitute(
         plan=line(view.plan or "(the seed kernel: no plan)", cfg.text_chars),
-        min_uplift=f"{view.min_uplift:+.1%}",
-        max_uplift=f"{view.max_uplift:+.1%}",
+        min_uplift=metrics.uplift_text(view.min_uplift),
+        max_uplift=metrics.uplift_text(view.max_uplift),
         innovation=f"{view.innovation:.2f}",
         diff=fence(diff, cfg.source_chars, "diff"),
         findings=fence(findings, cfg.text_chars) if findings else "none",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
 import anyio
@@ -60,7 +60,7 @@ class LLMReply(msgspec.Struct, frozen=True):
 class TransportError(BrainError):
     """The server could not be made to answer; ``request_id`` of the last attempt if any."""
 
-    def __init__(self, message: str, request_id: str = "", attempts: int = 0):
+    def __init__(self, message: str, request_id: str = "", attempts: int = 0) -> None:
         super().__init__(message)
         self.request_id = request_id
         self.attempts = attempts
@@ -75,7 +75,7 @@ class _Failed(Exception):
 
     def __init__(
         self, message: str, *, retry: bool, after: float | None = None, request_id: str = "", permanent: bool = False
-    ):
+    ) -> None:
         super().__init__(message)
         self.retry, self.after, self.request_id, self.permanent = retry, after, request_id, permanent
 
@@ -85,7 +85,7 @@ _PERMANENT = {401, 403, 404}
 _SPEND = re.compile(r"quota|credit|billing|spend|insufficient|usage limit", re.I)
 
 
-def classify(status: int, headers, body: str, request_id: str = "") -> _Failed:
+def classify(status: int, headers: Mapping[str, str], body: str, request_id: str = "") -> _Failed:
     """Turn an HTTP error reply into a retry decision (``headers``: any mapping, lower-case keys ok)."""
     after = retry_after(headers)
     snippet = " ".join(body.split())[:300]
@@ -111,7 +111,7 @@ def classify(status: int, headers, body: str, request_id: str = "") -> _Failed:
     )
 
 
-def retry_after(headers) -> float | None:
+def retry_after(headers: Mapping[str, str]) -> float | None:
     try:
         ms = headers.get("retry-after-ms")
         if ms is not None:
@@ -177,7 +177,7 @@ def anthropic_sender(cfg: LLMConfig, api_key: str) -> Send:
                         request_id = stream.request_id or ""
                 else:
                     message = await client.messages.create(**kwargs)
-                    request_id = getattr(message, "_request_id", None) or ""
+                    request_id = getattr(message, "_request_id", None) or ""  # set by the SDK's client, not a field
             except anthropic.APIStatusError as exc:
                 raise classify(exc.status_code, exc.response.headers, exc.response.text, exc.request_id or "") from None
             except anthropic.APITimeoutError:
@@ -186,7 +186,7 @@ def anthropic_sender(cfg: LLMConfig, api_key: str) -> Send:
                 raise _Failed(f"connection failed: {exc.__cause__ or exc}", retry=True) from None
             except (anthropic.APIResponseValidationError, ValueError) as exc:
                 raise _Failed(f"the reply was not the JSON the API promises: {str(exc)[:200]}", retry=True) from None
-            text = "".join(getattr(block, "text", "") for block in message.content)
+            text = "".join(block.text for block in message.content if isinstance(block, anthropic.types.TextBlock))
             u = message.usage
             usage = Usage(
                 input_tokens=u.input_tokens or 0,

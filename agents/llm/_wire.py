@@ -9,7 +9,7 @@ repair turn.
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import msgspec
 
@@ -62,9 +62,10 @@ class ReviewAnswer(_Wire, frozen=True):
 
 
 _JSON_FENCE = re.compile(r"```(?:json)?\s*\n(.*?)\n\s*```", re.S)
+W = TypeVar("W", bound=_Wire)
 
 
-def _json(text: str, cls: type):
+def _json(text: str, cls: type[W]) -> W:
     match = _JSON_FENCE.search(text)
     body = match.group(1) if match else text[text.find("{") : text.rfind("}") + 1]
     if not body.strip():

@@ -15,7 +15,7 @@ The local backend refuses to start on a machine without a GPU (its constructor r
 from __future__ import annotations
 
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from kernel_scientist.blackboard.config import EvaluatorConfig
 from kernel_scientist.blackboard.records import EvalReport
@@ -63,6 +63,16 @@ class Backend(Protocol):
         than another. The evaluator prefers such a candidate, so the GPU does not wait on a
         compile while a ready one is queued."""
         ...
+
+
+@runtime_checkable
+class StartsInBackground(Protocol):
+    """An optional capability of a backend: ``with backend`` only launches its workers (the
+    simulated backend's sandbox preloads for seconds meanwhile), and ``wait_started`` waits until
+    they take jobs, raising if they cannot start. A campaign calls it before its blackboard file
+    exists, so a backend that cannot start refuses the campaign before anything is written."""
+
+    def wait_started(self) -> None: ...
 
 
 class BackendUnavailable(Exception):

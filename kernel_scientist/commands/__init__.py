@@ -5,29 +5,22 @@ the errors a user can cause into one line and an exit code."""
 from __future__ import annotations
 
 import argparse
-from typing import NoReturn
 
 from . import evaluate, export, logs, report, run, status, sweep, watch
-from ._args import UsageError, natural_int, positive_float, positive_int, version
+from ._args import EXIT_USAGE, Parser, UsageError, natural_int, positive_float, positive_int, version
 
-EXIT_USAGE = 2
 COMMANDS = (run, status, logs, watch, report, sweep, evaluate, export)  # in the order --help lists them
 
 __all__ = ["COMMANDS", "EXIT_USAGE", "UsageError", "natural_int", "parser", "positive_float", "positive_int", "version"]
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # argparse's default prints the whole usage block
-        self.exit(EXIT_USAGE, f"kernel-scientist: {message} (see --help)\n")
-
-
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = Parser(
         prog="kernel-scientist",
         description="Agents that optimise GPU kernels through a scarce, rate-limited evaluator.",
     )
     p.add_argument("--version", action="version", version=f"kernel-scientist {version()}")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     for command in COMMANDS:
         command.add(sub)
     return p

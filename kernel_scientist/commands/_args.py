@@ -1,10 +1,25 @@
-"""What every command shares: the usage error, the number types of its options, the version."""
+"""What every command shares: the parser class, the usage error, the number types of its options,
+the version."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn, TypeAlias
+
+EXIT_USAGE = 2
+
+
+class Parser(argparse.ArgumentParser):
+    """The command line's parser and every command's: a usage error is one line, not the usage block."""
+
+    def error(self, message: str) -> NoReturn:  # argparse's default prints the whole usage block
+        self.exit(EXIT_USAGE, f"kernel-scientist: {message} (see --help)\n")
+
+
+# What each command's ``add`` registers its parser with (argparse's class is generic only to a checker).
+Subparsers: TypeAlias = "argparse._SubParsersAction[Parser]"
 
 
 class UsageError(Exception):
@@ -45,7 +60,7 @@ def version() -> str:
 
     try:
         return installed("kernel-scientist")
-    except PackageNotFoundError:  # a source tree never installed (the GPU sessions' linked layout)
+    except PackageNotFoundError:  # a source tree never installed (scripts/installed_layout.py's links)
         return f"{_source_version()} (source tree, not installed)"
 
 

@@ -5,13 +5,18 @@ Exit code 0 when it passes, 1 when it is rejected (any outcome but passed), 2 on
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
-from ._args import UsageError, natural_int, positive_float
+from ._args import Subparsers, UsageError, natural_int, positive_float
+
+if TYPE_CHECKING:
+    from kernel_scientist.blackboard import EvalReport
 
 
 def _evaluator_folder() -> Path:
@@ -25,7 +30,7 @@ def _evaluator_folder() -> Path:
 DEFAULT_TASK = _evaluator_folder() / "tasks" / "amd_fp8_mm"
 
 
-def add(sub) -> None:
+def add(sub: Subparsers) -> None:
     from kernel_scientist.blackboard.config import EvaluatorConfig
 
     # A scenario's evaluator defaults are evaluate's too: a hanging file holds `evaluate` no longer than
@@ -57,7 +62,7 @@ def add(sub) -> None:
     ev.set_defaults(handler=_evaluate)
 
 
-def _evaluate(args) -> int:
+def _evaluate(args: argparse.Namespace) -> int:
     import anyio
 
     from kernel_scientist.blackboard.config import EvaluatorConfig
@@ -74,7 +79,7 @@ def _evaluate(args) -> int:
     )
     backend = make_backend(cfg, task, setting="--backend local", instead="--backend simulated")
 
-    async def go():
+    async def go() -> EvalReport:
         return await backend.evaluate(source, submission_id=0, secret_seed=args.seed)
 
     with backend:
@@ -105,7 +110,7 @@ def read_source(path: Path, what: str) -> str:
     return text
 
 
-def render(report, file) -> str:
+def render(report: EvalReport, file: Path) -> str:
     prov = report.provenance
     label = "simulated" if prov.simulated else "measured"
     lines = [

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
-from ._args import UsageError, positive_int, version
+from ._args import Subparsers, UsageError, positive_int, version
 
 
-def add(sub) -> None:
+def add(sub: Subparsers) -> None:
     ex = sub.add_parser("export", help="write a kernel as a leaderboard submission file")
     ex.add_argument("--db", type=Path, required=True)
     ex.add_argument("--kernel", type=positive_int, help="kernel id (default: the best that passed)")
@@ -16,7 +17,7 @@ def add(sub) -> None:
     ex.set_defaults(handler=_export)
 
 
-def _export(args) -> int:
+def _export(args: argparse.Namespace) -> int:
     from kernel_scientist import export, status
     from kernel_scientist.blackboard import open_existing
 

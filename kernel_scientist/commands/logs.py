@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ._args import UsageError, positive_int
+from ._args import Subparsers, UsageError, positive_int
+
+if TYPE_CHECKING:
+    from kernel_scientist.blackboard import Blackboard
 
 
-def add(sub) -> None:
+def add(sub: Subparsers) -> None:
     lg = sub.add_parser("logs", help="replay or follow the agents' conversation")
     lg.add_argument("--db", type=Path, required=True)
     lg.add_argument("--agent", help="only this agent (e.g. critic, engineer-1)")
@@ -30,7 +35,7 @@ def add(sub) -> None:
     lg.set_defaults(handler=_logs)
 
 
-def _logs(args) -> int:
+def _logs(args: argparse.Namespace) -> int:
     import sys
 
     import msgspec
@@ -68,7 +73,7 @@ def _logs(args) -> int:
     return 0
 
 
-def _check_filters(board, args, hypothesis_id: int | None) -> None:
+def _check_filters(board: Blackboard, args: argparse.Namespace, hypothesis_id: int | None) -> None:
     """A filter that can never match is a typo: say so, and name what would match."""
     import typing
 

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
-from ._args import UsageError
+from ._args import Subparsers, UsageError
 
 
-def add(sub) -> None:
+def add(sub: Subparsers) -> None:
     r = sub.add_parser("report", help="write an HTML report with plots of a campaign")
     r.add_argument("--db", type=Path, required=True)
     r.add_argument("--out", type=Path, required=True, help="folder for index.html and the PNG plots")
     r.set_defaults(handler=_report)
 
 
-def _report(args) -> int:
+def _report(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 

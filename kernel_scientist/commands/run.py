@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
-from ._args import add_overrides
+from ._args import Subparsers, add_overrides
+
+if TYPE_CHECKING:
+    from kernel_scientist.blackboard import Message, Scenario
+    from kernel_scientist.campaign import Outcome
 
 
-def add(sub) -> None:
+class _Closable(Protocol):
+    """What a listener holds open until the campaign ends (the JSONL file, a live view)."""
+
+    def close(self) -> None: ...
+
+
+def add(sub: Subparsers) -> None:
     run = sub.add_parser("run", help="start a campaign from a scenario file")
     run.add_argument("scenario", type=Path)
     run.add_argument(
@@ -35,17 +48,18 @@ def add(sub) -> None:
     res.set_defaults(handler=_resume)
 
 
-def _add_views(parser) -> None:
+def _add_views(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="do not print the conversation")
     parser.add_argument("--watch", action="store_true", help="show the live dashboard instead of the conversation")
 
 
-def default_db(scenario) -> Path:
+def default_db(scenario: Scenario) -> Path:
     safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in scenario.campaign.name)
     return Path(scenario.campaign.out_dir) / f"{safe}-seed{scenario.campaign.seed}.sqlite"
 
 
-def _listeners(db: Path, quiet: bool, watch: bool = False):
+def _listeners(db: Path, quiet: bool, watch: bool = False) -> tuple[_Closable, list[Callable[[Message], None]]]:
+    """The campaign's message listeners, and what closes them when it ends."""
     from kernel_scientist import logs
 
     jsonl = logs.JsonlLog(logs.jsonl_path(db))
@@ -53,7 +67,8 @@ def _listeners(db: Path, quiet: bool, watch: bool = False):
         from kernel_scientist import dashboard
 
         view = dashboard.LiveListener(db) if watch else dashboard.spinner(db)
-        return _Closing(jsonl, view), ([jsonl, view] if view else [jsonl])
+        listeners: list[Callable[[Message], None]] = [jsonl, view] if view else [jsonl]
+        return _Closing(jsonl, view), listeners
     logs.setup_console()
     return jsonl, [logs.to_console, jsonl]
 
@@ -61,7 +76,7 @@ def _listeners(db: Path, quiet: bool, watch: bool = False):
 class _Closing:
     """Closes the JSONL log and the live view together (the view draws its final frame)."""
 
-    def __init__(self, *parts):
+    def __init__(self, *parts: _Closable | None) -> None:
         self.parts = [p for p in parts if p is not None]
 
     def close(self) -> None:
@@ -69,7 +84,7 @@ class _Closing:
             part.close()
 
 
-def _finish(outcome, jsonl) -> int:
+def _finish(outcome: Outcome, jsonl: _Closable) -> int:
     from kernel_scientist import logs, status
     from kernel_scientist.blackboard import open_existing
 
@@ -87,7 +102,7 @@ def _finish(outcome, jsonl) -> int:
     return 0
 
 
-def _run(args) -> int:
+def _run(args: argparse.Namespace) -> int:
     from kernel_scientist import campaign, learn
     from kernel_scientist.blackboard import load_scenario
 
@@ -103,7 +118,7 @@ def _run(args) -> int:
     return _finish(outcome, jsonl)
 
 
-def _resume(args) -> int:
+def _resume(args: argparse.Namespace) -> int:
     from kernel_scientist import campaign
     from kernel_scientist.blackboard import open_existing
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
 import msgspec
 
-from ._args import positive_int
+from ._args import Subparsers, positive_int
 
 
-def add(sub) -> None:
+def add(sub: Subparsers) -> None:
     st = sub.add_parser("status", help="print a campaign's leaderboard")
     st.add_argument("--db", type=Path, required=True)
     st.add_argument("--json", action="store_true", help="one JSON object instead of the table")
@@ -26,7 +27,7 @@ def terminal_width() -> int | None:
     return columns or None
 
 
-def _status(args) -> int:
+def _status(args: argparse.Namespace) -> int:
     from kernel_scientist import status
     from kernel_scientist.blackboard import open_existing
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 from pathlib import Path
 
-from ._args import UsageError, add_overrides, positive_int
+from ._args import Subparsers, UsageError, add_overrides, positive_int
 
 
-def add(sub) -> None:
+def add(sub: Subparsers) -> None:
     sw = sub.add_parser("sweep", help="run every combination of some scenario limits, over seeds")
     sw.add_argument("scenario", type=Path)
     sw.add_argument(
@@ -41,7 +42,7 @@ def add(sub) -> None:
     sw.set_defaults(handler=_sweep)
 
 
-def _sweep(args) -> int:
+def _sweep(args: argparse.Namespace) -> int:
     import msgspec
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

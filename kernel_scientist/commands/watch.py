@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
-from ._args import UsageError, positive_float, positive_int
+from ._args import Subparsers, UsageError, positive_float, positive_int
 
 
-def add(sub) -> None:
+def add(sub: Subparsers) -> None:
     w = sub.add_parser("watch", help="live dashboard of a campaign (agents, queue, limits, progress)")
     w.add_argument("--db", type=Path, required=True)
     w.add_argument("--once", action="store_true", help="draw one frame and exit")
@@ -27,7 +28,7 @@ def add(sub) -> None:
     w.set_defaults(handler=_watch)
 
 
-def _watch(args) -> int:
+def _watch(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from kernel_scientist import dashboard
