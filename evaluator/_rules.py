@@ -21,6 +21,8 @@ from typing import Literal
 
 import msgspec
 
+Severity = Literal["reject", "warn"]
+
 
 class RuleFinding(msgspec.Struct, frozen=True):
     """One static rule that matched: ``severity`` "reject" binds (the candidate is not evaluated),
@@ -29,7 +31,7 @@ class RuleFinding(msgspec.Struct, frozen=True):
     rule: str
     line: int
     detail: str
-    severity: Literal["reject", "warn"]
+    severity: Severity
 
     @property
     def rejects(self) -> bool:
@@ -41,7 +43,7 @@ class RuleFinding(msgspec.Struct, frozen=True):
 
 
 # rule -> (severity, dotted prefixes that trigger it, why/fix)
-_NAME_RULES: dict[str, tuple[str, tuple[str, ...], str]] = {
+_NAME_RULES: dict[str, tuple[Severity, tuple[str, ...], str]] = {
     "environment": (
         "reject",
         ("os.environ", "os.getenv", "os.environb", "os.putenv", "os.unsetenv"),
@@ -241,8 +243,8 @@ class _Walker(ast.NodeVisitor):
         self.findings: list[RuleFinding] = []
         self.launch_addresses: set[int] = set()  # ids of .data_ptr nodes written into an argument list
 
-    def add(self, rule: str, node: ast.AST, detail: str, severity: str = "reject") -> None:
-        self.findings.append(RuleFinding(rule=rule, line=getattr(node, "lineno", 0), detail=detail, severity=severity))  # type: ignore[arg-type]
+    def add(self, rule: str, node: ast.AST, detail: str, severity: Severity = "reject") -> None:
+        self.findings.append(RuleFinding(rule=rule, line=getattr(node, "lineno", 0), detail=detail, severity=severity))
 
     def dotted(self, node: ast.AST) -> str | None:
         parts: list[str] = []

@@ -27,10 +27,14 @@ import hashlib
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from types import ModuleType
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import msgspec
 from kernel_scientist.blackboard.records import Param, Shape
+
+if TYPE_CHECKING:
+    import torch
 
 
 class TaskError(Exception):
@@ -72,6 +76,22 @@ class _TaskYml(msgspec.Struct, frozen=True):
     kernel_scientist: TaskMeta = TaskMeta()
 
 
+class Peaks(Protocol):
+    """A device's peak rates, what a speed of light divides by (``model.DeviceSpec`` has them;
+    the model imports this module, so not the other way round)."""
+
+    @property
+    def fp8_tflops(self) -> float: ...
+    @property
+    def bf16_tflops(self) -> float: ...
+    @property
+    def fp32_matrix_tflops(self) -> float: ...
+    @property
+    def vector_fp32_tflops(self) -> float: ...
+    @property
+    def hbm_tbps(self) -> float: ...
+
+
 class Task(msgspec.Struct, frozen=True):
     name: str
     path: str
@@ -99,7 +119,7 @@ class Task(msgspec.Struct, frozen=True):
     def min_bytes(self, shape: Shape) -> float | None:
         return arith(self.meta.bytes, shape.kwargs()) if self.meta.bytes else None
 
-    def speed_of_light_us(self, shape: Shape, dev) -> float | None:
+    def speed_of_light_us(self, shape: Shape, dev: Peaks) -> float | None:
         """max(declared flops / the declared peak, declared bytes / HBM bandwidth) on ``dev``;
         None when the task declares neither (no roofline is claimed for it)."""
         terms = []
@@ -335,7 +355,7 @@ def mix_seed(seed: int, secret_seed: int) -> int:
     return int.from_bytes(digest, "little") & 0x7FFFFFFF
 
 
-def check_failure(ref, data, output) -> str | None:
+def check_failure(ref: ModuleType, data: object, output: object) -> str | None:
     """The folder's own ``check_implementation`` on ``output``: None when it passes, else its
     message in one line. Both conventions of the format: ``(ok, message)``, or a message that is
     empty when the output passes (what the public harness's wrapper accepts)."""
@@ -351,7 +371,7 @@ def check_failure(ref, data, output) -> str | None:
     return " ".join(str(msg).split())[:400] or "check_implementation reported a failure without a message"
 
 
-def tensor_bytes(t):
+def tensor_bytes(t: torch.Tensor) -> torch.Tensor:
     """A tensor's bytes in logical order, for bit-exact comparison (flatten first: size-1 dims can
     keep odd strides)."""
     import torch

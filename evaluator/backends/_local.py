@@ -1,10 +1,10 @@
 """The local backend: real timings on this machine's GPUs (CUDA or ROCm).
 
 One worker per visible GPU: an evaluation takes a free GPU (evaluations run in parallel across
-GPUs, each GPU serialised) and runs the candidate in a fresh process (``_gpu_harness``) with only
-that GPU visible, its own temporary working directory and Triton / torch-extension caches, a
-scrubbed environment, and a new session whose whole process group is killed on timeout. The
-candidate's process is never reused, so a CUDA error cannot leak into the next candidate. The
+GPUs, each GPU serialised) and runs the candidate in a fresh process (``sandbox._gpu_harness``)
+with only that GPU visible, its own temporary working directory and Triton / torch-extension
+caches, a scrubbed environment, and a new session whose whole process group is killed on timeout.
+The candidate's process is never reused, so a CUDA error cannot leak into the next candidate. The
 parent computes every statistic from the raw samples it receives: means, the cross-check of device
 events against the host clock, the speed-of-light floor and the geometric mean.
 
@@ -15,6 +15,7 @@ GPU time.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import secrets
 import shutil
@@ -25,9 +26,9 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Literal
+from typing import Literal
 
 import anyio
 import msgspec
@@ -63,10 +64,16 @@ def _gpu_ids() -> list[str]:
     return [str(i) for i in range(count)]
 
 
-def _smi(query: str) -> str:
+def smi(query: str, gpu: str | None = None) -> str:
+    """One ``nvidia-smi --query-gpu`` field of the first GPU (of ``gpu``, when named); "" where
+    nvidia-smi is missing or fails (ROCm)."""
+    which = [] if gpu is None else ["-i", gpu]
     try:
         out = subprocess.run(
-            ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"], capture_output=True, text=True, timeout=20
+            ["nvidia-smi", *which, f"--query-gpu={query}", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
         ).stdout
         return out.splitlines()[0].strip() if out.strip() else ""
     except (OSError, subprocess.TimeoutExpired):
@@ -124,8 +131,8 @@ class LocalBackend:
                 'use evaluator.backend = "simulated" on this machine'
             )
         cpu = device == "cpu"
-        self.device_name = CPU_DEVICE if cpu else (_smi("name") or "GPU")
-        self.driver = "" if cpu else _smi("driver_version")
+        self.device_name = CPU_DEVICE if cpu else (smi("name") or "GPU")
+        self.driver = "" if cpu else smi("driver_version")
         self.spec = spec_for(self.device_name)
         self._free = list(self.gpus)
         self._slots = anyio.Semaphore(len(self.gpus))
@@ -162,7 +169,7 @@ class LocalBackend:
         that runs a dry pass (nothing on the GPU) and then waits for its real request; a process
         already prepared for the first is kept for it. The processes are started for the first
         GPU (with several, the others' evaluations compile in their own runs). Never blocks; a
-        candidate evaluated without one is simply compiled in its own run, as before."""
+        candidate evaluated without one is simply compiled in its own run."""
         if self._spares is None or not self.prepare_ahead:
             return
         wanted = [s for s in dict.fromkeys(sources) if rule_verdict(s, own_kernel=self.own_kernel) is None]
@@ -232,7 +239,7 @@ class LocalBackend:
 
     def _here(self) -> Where:
         cpu = self.device == "cpu"
-        return Where(device=self.device_name, driver=self.driver, sm_clock="" if cpu else _smi("clocks.sm"))
+        return Where(device=self.device_name, driver=self.driver, sm_clock="" if cpu else smi("clocks.sm"))
 
     def judge(
         self,
@@ -314,27 +321,22 @@ class LocalBackend:
 
     def _reporter(
         self, submission_id: int, secret_seed: int, wall: float, where: Where, backend: str, notes: str
-    ) -> Callable[..., EvalReport]:
+    ) -> functools.partial[EvalReport]:
         """``report`` for one harness run, its context bound: what is left to say is the outcome,
-        the reason and what was measured (``score``, ``shapes``, ``versions``)."""
-
-        def report(outcome: Outcome, reason: str, **measured: Any) -> EvalReport:
-            return self.report(
-                outcome, reason, submission_id, secret_seed, wall, where=where, backend=backend, notes=notes, **measured
-            )
-
-        return report
+        the reason and what was measured (``score``, ``shapes``, ``versions``, ``phases``)."""
+        run = functools.partial(self.report, submission_id=submission_id, secret_seed=secret_seed, wall=wall)
+        return functools.partial(run, where=where, backend=backend, notes=notes)
 
     def report(
         self,
-        outcome,
-        reason,
-        submission_id,
-        secret_seed,
-        wall=0.0,
-        score=None,
-        shapes=(),
-        versions=None,
+        outcome: Outcome,
+        reason: str,
+        submission_id: int,
+        secret_seed: int,
+        wall: float = 0.0,
+        score: float | None = None,
+        shapes: Iterable[ShapeResult] = (),
+        versions: dict[str, str] | None = None,
         where: Where | None = None,
         backend: str = "local",
         notes: str = "",
@@ -432,7 +434,7 @@ class HarnessProcess:
             TRITON_CACHE_DIR=os.path.join(self.workdir, ".triton"),
             TORCH_EXTENSIONS_DIR=os.path.join(self.workdir, ".torch_ext"),
         )
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.log = open(os.path.join(self.workdir, ".output"), "w+b")
         self.read_fd, write_fd = os.pipe()
         try:
@@ -632,7 +634,7 @@ def run_harness(
     return HarnessProcess(gpu, req.device).serve(req, timeout_s, output_limit)
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:

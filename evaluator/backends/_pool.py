@@ -7,7 +7,7 @@ for: a kernel that reaches the pre-screen is almost always evaluated later (the 
 153), and its evaluation's request depends only on its source and the campaign's secret seed. So
 the backend ``expect``s that request when the pre-screen starts, and an idle server runs it in
 the background while the agents go on; when ``run`` is asked for it, its outcome is taken instead
-of running the candidate again (the main job's wall time: 155 s before, README for after).
+of running the candidate again (the main job's wall time: docs/evaluator.md#wall-time).
 
 Each job still runs in a fresh process forked for it, under the same limits; only *when* it runs
 changes. What the candidate sees does not: the request is the same bytes, so a deterministic
@@ -66,7 +66,7 @@ class SandboxPool:
     """Runs sandbox jobs on ``servers``, needed ones first, expected ones when a server is idle.
 
     ``servers[0]`` is started by ``start`` (or the first ``run``) in the caller's thread, so a
-    server that cannot start is the caller's ``SandboxError`` as before (``launch`` starts its
+    server that cannot start is the caller's ``SandboxError``, as with one server (``launch`` starts its
     process earlier, without waiting). The others start in their own threads at the first
     ``expect`` (a one-off evaluation never pays for them) and, if they cannot, leave the pool one
     server smaller.

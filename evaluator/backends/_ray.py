@@ -35,12 +35,11 @@ import logging
 import os
 import shutil
 import socket
-import subprocess
 import tempfile
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import msgspec
@@ -48,8 +47,11 @@ from kernel_scientist.blackboard.records import EvalReport, Outcome
 from kernel_scientist.evaluator._rules import rule_verdict
 from kernel_scientist.evaluator._task import Task
 from kernel_scientist.evaluator._wire import GpuRequest
-from kernel_scientist.evaluator.backends._local import CPU_DEVICE, HarnessRun, LocalBackend, Where, run_harness
+from kernel_scientist.evaluator.backends._local import CPU_DEVICE, HarnessRun, LocalBackend, Where, run_harness, smi
 from kernel_scientist.evaluator.model import l2_flush_bytes, spec_for
+
+if TYPE_CHECKING:
+    from ray import ObjectRef
 
 T = TypeVar("T")
 
@@ -84,19 +86,6 @@ class RayRun(msgspec.Struct, frozen=True):
 
 
 # ---- on the worker ---------------------------------------------------------------------------
-def _smi(query: str, gpu: str) -> str:
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "-i", gpu, f"--query-gpu={query}", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-        ).stdout
-        return out.splitlines()[0].strip() if out.strip() else ""
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-
-
 def _gpu() -> str:
     """The GPU Ray gave this task, as the harness's CUDA_VISIBLE_DEVICES needs it."""
     import ray
@@ -109,16 +98,17 @@ def _here(device: str) -> Where:
     import ray
 
     ctx = ray.get_runtime_context()
-    node = f"{ray.util.get_node_ip_address()}/{ctx.get_node_id()[:8]}"
+    ip = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]  # ray leaves it unannotated
+    node = f"{ip}/{ctx.get_node_id()[:8]}"
     if device == "cpu":
         return Where(device=CPU_DEVICE, node=node)
     gpu = _gpu()
-    name = _smi("name", gpu)
+    name = smi("name", gpu)
     if not name:  # ROCm, or no nvidia-smi: torch names it (in this short-lived worker only)
         import torch
 
         name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "GPU"
-    return Where(device=name, driver=_smi("driver_version", gpu), sm_clock=_smi("clocks.sm", gpu), node=node)
+    return Where(device=name, driver=smi("driver_version", gpu), sm_clock=smi("clocks.sm", gpu), node=node)
 
 
 def describe(device: str) -> bytes:
@@ -179,7 +169,7 @@ def join_cluster(address: str) -> str:
         except Exception as exc:  # ConnectionError, ValueError, RuntimeError: Ray's words, one line
             where = f"at {address}" if address else "on this machine"
             raise ClusterError(f"cannot join the Ray cluster {where}: {' '.join(str(exc).split())[:300]}") from None
-    return ray.get_runtime_context().gcs_address
+    return str(ray.get_runtime_context().gcs_address)
 
 
 class _Lost(Exception):
@@ -202,7 +192,6 @@ class RayBackend:
         self.gcs = join_cluster(address)
         import ray
 
-        self._ray = ray
         self.task = task
         self.device = self._parent.device
         self.timeout_s = self._parent.timeout_s
@@ -213,7 +202,7 @@ class RayBackend:
             self._check_size(in_flight)
             need = {"num_cpus": 1} if cpu else {"num_cpus": 1, "num_gpus": 1}
             self._evaluate = ray.remote(evaluate_remote).options(max_retries=0, retry_exceptions=False, **need)
-            first = self._start_up_check(ray.remote(describe).options(max_retries=0, **need))
+            first = self._start_up_check(ray.remote(describe).options(max_retries=0, **need).remote(self.device))
         except ClusterError:
             ray.shutdown()  # a refused start leaves nothing behind, a local Ray instance included
             raise
@@ -226,7 +215,10 @@ class RayBackend:
     # ---- joining the cluster --------------------------------------------------------------
     def _check_size(self, in_flight: int) -> None:
         """The in-flight limit holds across the cluster, so it may not exceed what the cluster has."""
-        have = int(self._ray.cluster_resources().get(self.unit, 0))
+        import ray
+
+        resources = ray.cluster_resources()  # type: ignore[no-untyped-call]  # ray leaves it unannotated
+        have = int(resources.get(self.unit, 0))
         join = f"`ray start --address={self.gcs}`"
         if have == 0:
             raise ClusterError(
@@ -239,17 +231,18 @@ class RayBackend:
                 f"evaluator.in_flight to at most {have}, or join more hosts with {join}"
             )
 
-    def _start_up_check(self, describe_task) -> Where:
-        """One small task: that the workers can import this package, and what they run on."""
-        ref = describe_task.remote(self.device)
+    def _start_up_check(self, ref: ObjectRef[bytes]) -> Where:
+        """One small task (``describe``): that the workers can import this package, and what they run on."""
+        import ray
+
         try:
-            return msgspec.msgpack.decode(self._ray.get(ref, timeout=120), type=Where)
-        except self._ray.exceptions.GetTimeoutError:
-            self._ray.cancel(ref, force=True)
+            return msgspec.msgpack.decode(ray.get(ref, timeout=120), type=Where)
+        except ray.exceptions.GetTimeoutError:
+            ray.cancel(ref, force=True)
             raise ClusterError(
                 f"no {self.unit} of the Ray cluster at {self.gcs} took a task within 120 s; see `ray status`"
             ) from None
-        except self._ray.exceptions.RayError as exc:
+        except ray.exceptions.RayError as exc:
             raise ClusterError(
                 f"the Ray workers cannot run the harness: {_cause(exc)}; install "
                 "kernel-scientist (the same version) on every host"
@@ -259,13 +252,15 @@ class RayBackend:
         """Raise ClusterLost when the head no longer answers or no node offers our resource. The
         port knock comes first, and the GCS call after it has a deadline of its own: a head that
         dies between the two would hold the call (and this thread) until Ray ends the process."""
+        import ray
+
         host, _, port = self.gcs.rpartition(":")
         try:
             socket.create_connection((host, int(port)), timeout=3).close()
         except OSError:
             raise ClusterLost(f"the Ray cluster's head at {self.gcs} does not answer") from None
         try:
-            resources = _within(_GCS_CALL_S, self._ray.cluster_resources)
+            resources = _within(_GCS_CALL_S, ray.cluster_resources)
         except TimeoutError:
             raise ClusterLost(f"the Ray cluster's head at {self.gcs} stopped answering") from None
         if not resources.get(self.unit, 0):
@@ -275,9 +270,11 @@ class RayBackend:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        import ray
+
         try:
             self._check_cluster()
-            _within(_GCS_CALL_S, self._ray.shutdown)
+            _within(_GCS_CALL_S, ray.shutdown)
         except (ClusterLost, TimeoutError):
             pass  # shutting down would wait on the dead head: the command ends the process (cli.py)
 
@@ -333,7 +330,7 @@ class RayBackend:
         return Where(device=self.device_name, driver=self.driver, node=f"the cluster at {self.gcs}")
 
     # ---- one attempt -----------------------------------------------------------------------
-    def _submit(self, req: GpuRequest):
+    def _submit(self, req: GpuRequest) -> ObjectRef[bytes]:
         job = RayJob(
             request=msgspec.structs.replace(req, modules={}),
             sources=self._sources,
@@ -342,10 +339,11 @@ class RayBackend:
         )
         return self._evaluate.remote(msgspec.msgpack.encode(job))
 
-    async def _wait(self, ref) -> bytes:
+    async def _wait(self, ref: ObjectRef[bytes]) -> bytes:
         """The task's result; raises _Lost when its node or worker died, ClusterLost when the
         cluster did. A cancelled wait cancels the task and returns only once Ray says it ended."""
-        ray = self._ray
+        import ray
+
         probed = time.monotonic()
         try:
             while True:
@@ -369,8 +367,9 @@ class RayBackend:
         except ray.exceptions.RayError as exc:  # NodeDied, WorkerCrashed, ObjectLost, OutOfMemory...
             raise _Lost(_cause(exc)) from None
 
-    def _cancel(self, ref) -> None:
-        ray = self._ray
+    def _cancel(self, ref: ObjectRef[bytes]) -> None:
+        import ray
+
         try:
             ray.cancel(ref, force=True)
             while not ray.wait([ref], timeout=_POLL_S)[0]:
@@ -391,23 +390,23 @@ def _within(seconds: float, call: Callable[[], T]) -> T:
     """``call()`` in a daemon thread, or TimeoutError after ``seconds``: a Ray call to a head that
     went away blocks until Ray's own 60 s deadline ends the whole process, so the thread is left
     behind rather than joined."""
-    box: list = []
+    box: list[tuple[T] | BaseException] = []
 
     def run() -> None:
         try:
-            box.append((True, call()))
+            box.append((call(),))
         except BaseException as exc:  # handed to the caller's thread
-            box.append((False, exc))
+            box.append(exc)
 
     thread = threading.Thread(target=run, name="ray-call", daemon=True)
     thread.start()
     thread.join(seconds)
     if not box:
         raise TimeoutError(f"no answer within {seconds:g} s")
-    ok, value = box[0]
-    if not ok:
-        raise value
-    return value
+    got = box[0]
+    if isinstance(got, BaseException):
+        raise got
+    return got[0]
 
 
 def _cause(exc: BaseException) -> str:

@@ -26,6 +26,7 @@ import math
 import platform
 import signal
 import types
+from collections.abc import Iterator, Sequence
 from typing import Literal
 
 import msgspec
@@ -80,15 +81,15 @@ def _versions() -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def one_thread():
+def one_thread() -> Iterator[None]:
     """Torch's intra-op parallelism off while the parent judges. The check shapes are small (a few
     thousand elements): a second thread saves nothing, and while a sandboxed candidate holds the
     other core, every parallel region of the reference waits for a thread that cannot run (the
-    main job: 9-15 s of judging on two threads, about 1 s on one). The main job's values do not
-    depend on it: the reference's outputs are bit-identical on one and two threads (checked on the
-    task's check shapes and tests; its blackboard is identical row for row). Another task's large
-    reduction may round differently on one thread than on two, as it already did on two cores
-    against eight: one thread makes the verdict the same on every machine."""
+    main job: 8-15 s of judging on two threads, 1.4-1.6 s on one; docs/evaluator.md#wall-time).
+    The main job's values do not depend on it: the reference's outputs are bit-identical on one
+    and two threads (checked on the task's check shapes and tests; its blackboard is identical row
+    for row). Another task's large reduction may round differently on one thread than on two, as
+    it does on two cores against eight: one thread makes the verdict the same on every machine."""
     import torch
 
     before = torch.get_num_threads()
@@ -157,7 +158,7 @@ class SimulatedBackend:
         first pre-screen or evaluation waits too."""
         self._pool.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
@@ -236,7 +237,15 @@ class SimulatedBackend:
         )
 
     def _report(
-        self, mode: Mode, outcome: Outcome, reason: str, prov: Provenance, checked: list[Shape], duration_s: float, **kw
+        self,
+        mode: Mode,
+        outcome: Outcome,
+        reason: str,
+        prov: Provenance,
+        checked: list[Shape],
+        duration_s: float,
+        score_us: float | None = None,
+        shapes: Sequence[ShapeResult] = (),
     ) -> EvalReport:
         return EvalReport(
             outcome=outcome,
@@ -244,7 +253,8 @@ class SimulatedBackend:
             provenance=prov,
             checked_shapes=checked,
             duration_s=0.0 if mode == "prescreen" else round(duration_s, 3),
-            **kw,
+            score_us=score_us,
+            shapes=list(shapes),
         )
 
     def _run(self, mode: Mode, source: str, submission_id: int, secret_seed: int) -> EvalReport:
@@ -283,7 +293,7 @@ class SimulatedBackend:
                 [],
                 self._failed_duration(outcome),
             )
-        # evaluate re-checks the first shape after launch capture (_child._work)
+        # evaluate re-checks the smallest check shape after launch capture (sandbox._child._work)
         recheck = [checks[recheck_index(checks)]] if mode == "evaluate" and checks else []
         verdict = self._judge(result.checks, checks + recheck)
         if verdict is not None:
@@ -344,7 +354,7 @@ class SimulatedBackend:
         with one_thread():
             return self._verdict(ref, outputs, expected_shapes)
 
-    def _verdict(self, ref, outputs: list[CheckOutput], expected_shapes: list[Shape]) -> str | None:
+    def _verdict(self, ref: types.ModuleType, outputs: list[CheckOutput], expected_shapes: list[Shape]) -> str | None:
         for i, out in enumerate(outputs):
             s = out.shape
             where = f"on check shape {s.label()} (seed {s.seed})"

@@ -1,7 +1,7 @@
 """Device specs for the analytic model, and the speed of light of one GEMM shape.
 
 Figures are public vendor numbers (docs/task-facts.md) unless noted; the efficiency constants
-that turn peaks into achievable rates live in ``_model`` with their reasons.
+that turn peaks into achievable rates live in ``_timing`` with their reasons.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class DeviceSpec(msgspec.Struct, frozen=True):
     hbm_tbps: float
     l2_mb_per_domain: float  # MI300X: per XCD; Hopper: the whole L2
     l2_domains: int  # XCDs on MI300X (workgroups go round-robin over them); 1 on Hopper
-    l2_tbps: float  # aggregate L2 bandwidth (estimate, see _model)
+    l2_tbps: float  # aggregate L2 bandwidth (estimate, see _timing)
     llc_mb: float  # MI300X Infinity Cache; 0 when none
     llc_tbps: float
     smem_kb: int  # LDS / shared memory per CU/SM usable by one block

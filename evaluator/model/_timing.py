@@ -9,8 +9,9 @@ leaderboard's host clock sees. Version ``ks-analytic-gemm/0.3``; every simulated
 records it in its provenance.
 
 The structure is first principles; only the constants in ``Params`` are fitted, by
-scripts/calibrate_model.py, to H200 sweeps (docs/h200/; provenance beside ``HOPPER``, fidelity on
-held-out data in docs/model.md). Per GEMM launch (``tl.dot`` with BLOCK_M/N/K constexprs):
+scripts/calibrate_model.py, to an H200 sweep (scripts/calibration/calib-sweep.json.gz; provenance
+beside ``HOPPER``, fidelity on held-out data in docs/model.md). Per GEMM launch (``tl.dot`` with
+BLOCK_M/N/K constexprs):
 
 1. Instructions (rules b, c). Hopper's wgmma takes 16-bit operands in either layout, fp8 only
    K-major and only with reduced-precision accumulation: Triton refuses MMA v3 for an fp8 dot
@@ -107,8 +108,8 @@ class Params(msgspec.Struct, frozen=True):
 # Fitted by scripts/calibrate_model.py --write on the H200 sweep named in FIT_PROVENANCE (every
 # constant from mma_eff to atomic_eff; docs/model.md has the held-out fidelity). The host
 # constants are not fitted: they are the protocol's floors measured in the same sweep
-# (docs/h200/calib-sweep.json "host", median of 200 calls: an empty call 5.3 us, a torch zero_
-# 12.4 us, an empty Triton launch 19.6 us).
+# (scripts/calibration/calib-sweep.json.gz, its "host" entry, medians of 200 calls: an empty call
+# 5.3 us, a torch zero_ 12.4 us, an empty Triton launch 19.6 us).
 HOPPER = Params(
     mma_eff=0.3936,
     step_latency_us=0.03058,
@@ -256,8 +257,8 @@ def _below_l2_fraction(
     """Share of tile loads that miss L2: enumerate the first round of concurrent units, deal them
     to L2 domains, and count distinct A row-blocks and B column-blocks per domain."""
     tiles = tm_count * tn_count
-    seen_a: list[set] = [set() for _ in range(domains)]
-    seen_b: list[set] = [set() for _ in range(domains)]
+    seen_a: list[set[tuple[int, int]]] = [set() for _ in range(domains)]
+    seen_b: list[set[tuple[int, int]]] = [set() for _ in range(domains)]
     requested = 0
     per_domain = max(1, -(-concurrent // domains))
     for unit in range(concurrent):

@@ -7,9 +7,10 @@ fork server of the simulated backend; ``_child`` is what each forked candidate d
 campaign's side of the fork server), ``_framing`` (frames over pipes with wall-clock deadlines),
 ``_lifetime`` (no candidate outlives its parent), ``_rundir`` (a folder's run directory and
 inputs), ``_values`` (inputs and outputs across the boundary), ``_capture`` (launch capture),
-``_calls`` (one checked call and a shape's timed calls), ``_prepare`` (compiling ahead) and
-``_interpreter`` (work Triton's CPU interpreter repeats, removed once). The face below is what the
-backends and the benchmark scripts use.
+``_calls`` (one checked call and a shape's timed calls), ``_prepare`` (compiling ahead),
+``_interpreter`` (work Triton's CPU interpreter repeats, removed once) and ``_hooks`` (the dispatch
+modes and patched launch paths they set for a block). The face below is what the backends, the
+benchmark scripts and ``sweep --ray``'s remote campaigns (``die_with_parent``) use.
 """
 
 from kernel_scientist.evaluator._wire import GpuRequest
@@ -23,6 +24,7 @@ from kernel_scientist.evaluator.sandbox._forkserver import (
     last_output,
     scrubbed_env,
 )
+from kernel_scientist.evaluator.sandbox._lifetime import die_with_parent
 from kernel_scientist.evaluator.sandbox._rundir import (
     generate_input,
     import_reference,
@@ -38,6 +40,7 @@ __all__ = [
     "SandboxError",
     "capture_launches",
     "decode_output",
+    "die_with_parent",
     "generate_input",
     "import_reference",
     "import_submission",

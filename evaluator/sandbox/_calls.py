@@ -9,14 +9,18 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
+from types import ModuleType
+from typing import TYPE_CHECKING
 
-from kernel_scientist.evaluator._task import check_failure, task_flops
-from kernel_scientist.evaluator._wire import GpuRequest, ShapeSamples
+from kernel_scientist.blackboard.records import Shape
+from kernel_scientist.evaluator._task import TaskMeta, check_failure, task_flops
+from kernel_scientist.evaluator._wire import GpuRequest, ShapeSamples, TorchOp
 from kernel_scientist.evaluator.sandbox._capture import heavy_op_verdict, torch_recorder
-from kernel_scientist.evaluator.sandbox._rundir import (
-    generate_input,
-)
+from kernel_scientist.evaluator.sandbox._rundir import Kernel, generate_input
 from kernel_scientist.evaluator.sandbox._values import clone_data, modified_inputs, not_plain, prefill_output
+
+if TYPE_CHECKING:
+    import torch
 
 
 def toolchain_versions() -> dict[str, str]:
@@ -32,7 +36,9 @@ def toolchain_versions() -> dict[str, str]:
     }
 
 
-def _judge(out, data, pristine, shape, ref, meta, when: str = "") -> str | None:
+def _judge(
+    out: object, data: object, pristine: object, shape: Shape, ref: ModuleType, meta: TaskMeta, when: str = ""
+) -> str | None:
     """The verdict on one call: plain values (no tensor subclass), inputs untouched, and the
     folder's own check_implementation on a pristine copy of the inputs."""
     why = not_plain(out)
@@ -56,10 +62,19 @@ def _sync(device: str) -> None:
         __import__("torch").cuda.synchronize()
 
 
-def checked_call(fn, data, shape, ref, pristine, meta, guard: bool = False, device: str = "cuda"):
+def checked_call(
+    fn: Kernel,
+    data: object,
+    shape: Shape,
+    ref: ModuleType,
+    pristine: object,
+    meta: TaskMeta,
+    guard: bool = False,
+    device: str = "cuda",
+) -> tuple[object, str | None]:
     """Run the candidate once (untimed) and judge it; returns (output, reason or None). With
     ``guard`` the call runs under the torch recorder and a torch matmul fallback raises Rejected."""
-    ops: list = []
+    ops: list[TorchOp] = []
     with torch_recorder(ops) if guard else contextlib.nullcontext():
         out = fn(data)
     _sync(device)
@@ -70,7 +85,20 @@ def checked_call(fn, data, shape, ref, pristine, meta, guard: bool = False, devi
     return (None, reason) if reason else (out, None)
 
 
-def fresh_inputs(ref, shape, seed, device: str = "cuda", meta=None):
+def _settled(samples: list[float], at_least: int, req: GpuRequest, began: float) -> bool:
+    """Whether a shape's timing may stop: ``at_least`` samples whose standard error is under
+    ``req.rel_stderr`` of their mean, or the shape's budget (counted from ``began``) spent."""
+    n = len(samples)
+    if n < at_least:
+        return False
+    mean = sum(samples) / n
+    var = sum((x - mean) ** 2 for x in samples) / (n - 1)
+    return (var / n) ** 0.5 < req.rel_stderr * mean or time.perf_counter() - began > req.shape_budget_s
+
+
+def fresh_inputs(
+    ref: ModuleType, shape: Shape, seed: int, device: str = "cuda", meta: TaskMeta | None = None
+) -> tuple[object, object]:
     """Fresh inputs from the folder's generate_input, a pristine copy for the verdict, and the
     declared output slot NaN-filled (an unwritten or stale output can never pass)."""
     data = generate_input(ref, shape.with_seed(seed), device)
@@ -81,8 +109,15 @@ def fresh_inputs(ref, shape, seed, device: str = "cuda", meta=None):
 
 
 def time_shape(
-    fn, ref, shape, req: GpuRequest, flush, stop_on_failure: bool = True, guard: bool = True, fresh: bool = True
-):
+    fn: Kernel,
+    ref: ModuleType,
+    shape: Shape,
+    req: GpuRequest,
+    flush: torch.Tensor | None,
+    stop_on_failure: bool = True,
+    guard: bool = True,
+    fresh: bool = True,
+) -> tuple[ShapeSamples | None, str | None]:
     """Time ``fn`` on one ranked shape; returns (ShapeSamples, first failure or None). With
     ``stop_on_failure=False`` (the benchmark script) it keeps timing and reports the failure;
     ``guard=False`` lets torch do the matrix product (the benchmark's reference and _scaled_mm);
@@ -90,8 +125,9 @@ def time_shape(
     import torch
 
     cuda = req.device == "cuda"  # on the CPU (tests) the host clock stands in for device events
-    if cuda:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    if cuda:  # (torch leaves Event's constructor unannotated)
+        start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
     failure = None
     data, pristine = fresh_inputs(ref, shape, shape.seed, req.device, req.meta)
     _, reason = checked_call(
@@ -128,16 +164,14 @@ def time_shape(
             failure = reason
             if stop_on_failure:
                 return None, reason
-        n = len(events)
-        if n >= req.min_calls:
-            mean = sum(events) / n
-            var = sum((x - mean) ** 2 for x in events) / (n - 1)
-            if (var / n) ** 0.5 < req.rel_stderr * mean or time.perf_counter() - began > req.shape_budget_s:
-                break
+        if _settled(events, req.min_calls, req, began):
+            break
     return ShapeSamples(shape=shape, event_us=events, host_us=hosts, call_us=calls), failure
 
 
-def time_shape_eval_py(fn, ref, shape, req: GpuRequest, guard: bool = True) -> tuple[list[float], str | None]:
+def time_shape_eval_py(
+    fn: Kernel, ref: ModuleType, shape: Shape, req: GpuRequest, guard: bool = True
+) -> tuple[list[float], str | None]:
     """GPU MODE's eval.py in leaderboard mode, as that loop measures (the benchmark script's
     headline), doing between calls what it does and nothing more: fresh inputs and one copy of
     them, a device-wide synchronize, the host clock, the call, a synchronize, the host clock, then
@@ -161,10 +195,6 @@ def time_shape_eval_py(fn, ref, shape, req: GpuRequest, guard: bool = True) -> t
         wrong = check_failure(ref, pristine, out)
         if wrong and failure is None:
             failure = f"wrong output on {shape.label()} (seed {shape.seed}) during timing (call {i + 1}): {wrong}"
-        n = len(times)
-        if n >= 3:
-            mean = sum(times) / n
-            err = (sum((x - mean) ** 2 for x in times) / (n - 1) / n) ** 0.5
-            if err < req.rel_stderr * mean or time.perf_counter() - began > req.shape_budget_s:
-                break
+        if _settled(times, 3, req, began):
+            break
     return times, failure

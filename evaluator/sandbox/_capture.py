@@ -20,9 +20,18 @@ import contextlib
 import inspect
 import re
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kernel_scientist.blackboard.records import Shape
 from kernel_scientist.evaluator._wire import Launch, TensorArg, TorchOp
+from kernel_scientist.evaluator.sandbox._hooks import dispatch_mode, swapped
+
+if TYPE_CHECKING:
+    import torch
+    from torch._ops import OpOverload
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+_Const = int | bool | float  # a constexpr's value
 
 _LAUNCH_OPTIONS = {
     "num_warps",
@@ -38,21 +47,21 @@ _LAUNCH_OPTIONS = {
     "debug",
 }
 _AMD_KNOBS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack")
-_features_cache: dict[tuple, dict[str, Any]] = {}
+_features_cache: dict[tuple[int, tuple[tuple[str, _Const], ...]], dict[str, Any]] = {}
 # Per kernel function (by id; _signature_cache keeps the function alive): its source, parsed tree,
 # that tree unparsed, and the names its features can depend on (``_deciding``), read once however
 # many constexpr settings it is launched with.
 _parsed_cache: dict[int, tuple[str, ast.Module | None, str | None, frozenset[str]]] = {}
 # Keyed by the function itself (which the entry keeps alive), per process: a call is captured up to
-# 23 times per evaluation, and inspect.signature was a fifth of launch capture's time.
-_signature_cache: dict[Callable, inspect.Signature] = {}
+# 23 times per evaluation, and inspect.signature read per launch costs a fifth of launch capture.
+_signature_cache: dict[Callable[..., object], inspect.Signature] = {}
 
 
 class _Unknown(Exception):
     """An expression whose value is not fixed by the launch's constexprs."""
 
 
-_CMP = {
+_CMP: dict[type[ast.cmpop], Callable[[_Const, _Const], bool]] = {
     ast.Eq: lambda a, b: a == b,
     ast.NotEq: lambda a, b: a != b,
     ast.Lt: lambda a, b: a < b,
@@ -60,7 +69,7 @@ _CMP = {
     ast.Gt: lambda a, b: a > b,
     ast.GtE: lambda a, b: a >= b,
 }
-_BIN = {
+_BIN: dict[type[ast.operator], Callable[[_Const, _Const], _Const]] = {
     ast.Add: lambda a, b: a + b,
     ast.Sub: lambda a, b: a - b,
     ast.Mult: lambda a, b: a * b,
@@ -69,7 +78,7 @@ _BIN = {
 }
 
 
-def _static_value(node: ast.expr, env: dict[str, int | bool | float]):
+def _static_value(node: ast.expr, env: dict[str, _Const]) -> _Const:
     """The value of a constexpr expression (names, literals, comparisons, and/or/not, arithmetic)
     under one launch's constexprs; raises _Unknown for anything that depends on runtime values."""
     if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, bool)):
@@ -101,10 +110,10 @@ class _TakeBranches(ast.NodeTransformer):
     constexprs decide is replaced by the taken side, as Triton's own compiler does for constexpr
     conditions. Branches on runtime values stay, both sides."""
 
-    def __init__(self, env: dict[str, int | bool | float]) -> None:
+    def __init__(self, env: dict[str, _Const]) -> None:
         self.env = env
 
-    def visit_If(self, node: ast.If):
+    def visit_If(self, node: ast.If) -> ast.stmt | list[ast.stmt]:
         self.generic_visit(node)
         try:
             taken = node.body if _static_value(node.test, self.env) else node.orelse
@@ -112,7 +121,7 @@ class _TakeBranches(ast.NodeTransformer):
             return node
         return taken or ast.Pass()
 
-    def visit_IfExp(self, node: ast.IfExp):
+    def visit_IfExp(self, node: ast.IfExp) -> ast.expr:
         self.generic_visit(node)
         try:
             return node.body if _static_value(node.test, self.env) else node.orelse
@@ -128,7 +137,7 @@ def _parse(src: str) -> ast.Module | None:
 
 
 def kernel_features(
-    src: str, constexprs: dict[str, int | bool | float] | None = None, tree: ast.Module | None = None
+    src: str, constexprs: dict[str, _Const] | None = None, tree: ast.Module | None = None
 ) -> dict[str, Any]:
     """What one launch of the kernel does in its matrix work (see ``Launch``).
 
@@ -147,7 +156,7 @@ def kernel_features(
 
 
 def _features(
-    src: str, constexprs: dict[str, int | bool | float] | None, tree: ast.Module | None, text: str | None
+    src: str, constexprs: dict[str, _Const] | None, tree: ast.Module | None, text: str | None
 ) -> dict[str, Any]:
     """``kernel_features`` with ``text``, ``ast.unparse(tree)``, given: a kernel launched with
     several constexpr settings is unparsed once, not once per setting."""
@@ -237,7 +246,7 @@ def _callee(func: ast.expr) -> str:
     return ast.unparse(func)
 
 
-def _source_of(kernel) -> str:
+def _source_of(kernel: Callable[..., object]) -> str:
     src = getattr(kernel, "src", None)
     if isinstance(src, str):
         return src
@@ -247,7 +256,7 @@ def _source_of(kernel) -> str:
         return ""
 
 
-def _tensor_arg(name: str, t) -> TensorArg:
+def _tensor_arg(name: str, t: torch.Tensor) -> TensorArg:
     return TensorArg(
         name=name,
         shape=list(t.shape),
@@ -257,8 +266,12 @@ def _tensor_arg(name: str, t) -> TensorArg:
     )
 
 
-def _record_launch(kernel, args: tuple, grid, kwargs: dict) -> Launch:
-    pyfn = getattr(kernel, "fn", kernel)
+def _record_launch(
+    kernel: Callable[..., object], args: tuple[object, ...], grid: Any, kwargs: dict[str, Any]
+) -> Launch:
+    """The ``Launch`` of one ``kernel[grid](*args, **kwargs)``; ``grid`` and the launch options in
+    ``kwargs`` are whatever the candidate passed Triton (a callable grid, ints of any kind)."""
+    pyfn: Callable[..., object] = getattr(kernel, "fn", kernel)  # a Triton kernel's Python function
     sig = _signature_cache.get(pyfn)
     if sig is None:
         sig = _signature_cache[pyfn] = inspect.signature(pyfn)
@@ -266,13 +279,13 @@ def _record_launch(kernel, args: tuple, grid, kwargs: dict) -> Launch:
     bound = sig.bind_partial(*args, **call_kwargs)
     bound.apply_defaults()
     values = dict(bound.arguments)
-    constexprs: dict[str, int | bool | float] = {}
+    constexprs: dict[str, _Const] = {}
     tensors: list[TensorArg] = []
     for name, param in sig.parameters.items():
         v = values.get(name)
         if "constexpr" in str(param.annotation) and isinstance(v, (int, bool, float)):
             constexprs[name] = v
-        elif hasattr(v, "stride") and hasattr(v, "dtype") and hasattr(v, "shape"):
+        elif v is not None and hasattr(v, "stride") and hasattr(v, "dtype") and hasattr(v, "shape"):
             tensors.append(_tensor_arg(name, v))
     meta = {**values, **{k: v for k, v in kwargs.items() if k in _LAUNCH_OPTIONS}}
     g = grid(meta) if callable(grid) else grid
@@ -317,8 +330,8 @@ ALLOCATION_OPS = (
 _FREE_OPS = (*ALLOCATION_OPS, "aten._local_scalar_dense", "aten.set_")
 
 
-def _mm_flops(name: str, args: tuple) -> int:
-    shapes = [tuple(a.shape) for a in args if hasattr(a, "shape")]
+def _mm_flops(name: str, args: tuple[object, ...]) -> int:
+    shapes: list[tuple[int, ...]] = [tuple(a.shape) for a in args if hasattr(a, "shape")]
     if name.startswith(("aten.mm", "aten._scaled_mm")) and len(shapes) >= 2:
         (m, k), (_, n) = shapes[0][-2:], shapes[1][-2:]
         return 2 * m * n * k
@@ -331,7 +344,7 @@ def _mm_flops(name: str, args: tuple) -> int:
     return 0
 
 
-def heavy_op_verdict(ops: list[TorchOp], shape, flops: float | None) -> str | None:
+def heavy_op_verdict(ops: list[TorchOp], shape: Shape, flops: float | None) -> str | None:
     """The rejection when torch itself did a quarter or more of the task's multiply-adds (a
     matmul fallback however it was spelled), else None; None too when the task's flops are
     unknown."""
@@ -345,31 +358,31 @@ def heavy_op_verdict(ops: list[TorchOp], shape, flops: float | None) -> str | No
     )
 
 
-def torch_recorder(sink: list[TorchOp]):
+def torch_recorder(sink: list[TorchOp]) -> TorchDispatchMode:
+    """A dispatch mode that runs each torch op and appends it to ``sink`` with its bytes (and a
+    matmul's flops); allocations, views and scalar reads are left out."""
     import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_leaves
 
-    class _Recorder(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            name = str(func)  # e.g. "aten.mm.default"
-            if getattr(func, "is_view", False) or name.startswith(_FREE_OPS):
-                return out
-            ins = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
-            outs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
-            sink.append(
-                TorchOp(
-                    op=name,
-                    bytes_read=sum(t.numel() * t.element_size() for t in ins),
-                    bytes_written=sum(t.numel() * t.element_size() for t in outs),
-                    flops=_mm_flops(name, tuple(args)) if name.startswith(_MM_OPS) else 0,
-                    dtype=str(outs[0].dtype).removeprefix("torch.") if outs and name.startswith(_MM_OPS) else "",
-                )
-            )
+    def record(func: OpOverload, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+        out = func(*args, **kwargs)
+        name = str(func)  # e.g. "aten.mm.default"
+        if getattr(func, "is_view", False) or name.startswith(_FREE_OPS):
             return out
+        ins = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        outs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+        sink.append(
+            TorchOp(
+                op=name,
+                bytes_read=sum(t.numel() * t.element_size() for t in ins),
+                bytes_written=sum(t.numel() * t.element_size() for t in outs),
+                flops=_mm_flops(name, tuple(args)) if name.startswith(_MM_OPS) else 0,
+                dtype=str(outs[0].dtype).removeprefix("torch.") if outs and name.startswith(_MM_OPS) else "",
+            )
+        )
+        return out
 
-    return _Recorder()
+    return dispatch_mode(record)
 
 
 @contextlib.contextmanager
@@ -388,14 +401,14 @@ def capture_launches(
     """
     from triton.runtime import autotuner, interpreter, jit
 
-    patched = [
-        (jit.JITFunction, "run", jit.JITFunction.run),
-        (interpreter.InterpretedFunction, "run", interpreter.InterpretedFunction.run),
-        (autotuner.Autotuner, "run", autotuner.Autotuner.run),
-    ]
-
-    def make_run(original):
-        def run(self, *args, grid, warmup, **kwargs):
+    def make_run(original: Callable[..., object]) -> Callable[..., object]:
+        def run(
+            self: jit.JITFunction | interpreter.InterpretedFunction,
+            *args: object,
+            grid: Any,
+            warmup: bool,
+            **kwargs: Any,
+        ) -> object:
             if warmup:
                 return original(self, *args, grid=grid, warmup=warmup, **kwargs)
             launches.append(_record_launch(self, args, grid, kwargs))
@@ -405,7 +418,7 @@ def capture_launches(
 
         return run
 
-    def tuned_run(self, *args, **kwargs):
+    def tuned_run(self: autotuner.Autotuner, *args: object, **kwargs: object) -> object:
         configs = list(self.configs)
         if execute or len(configs) == 1 or choose is None:
             return self.fn.run(*args, **kwargs, **configs[0].all_kwargs())
@@ -418,13 +431,10 @@ def capture_launches(
         launches.extend(options[choose(options)])
         return None
 
-    jit.JITFunction.run = make_run(patched[0][2])
-    interpreter.InterpretedFunction.run = make_run(patched[1][2])
-    autotuner.Autotuner.run = tuned_run
-    mode = torch_recorder(torch_ops) if torch_ops is not None else contextlib.nullcontext()
-    try:
-        with mode:
-            yield
-    finally:
-        for owner, attr, original in patched:
-            setattr(owner, attr, original)
+    launch_paths = swapped(
+        (jit.JITFunction, "run", make_run(jit.JITFunction.run)),
+        (interpreter.InterpretedFunction, "run", make_run(interpreter.InterpretedFunction.run)),
+        (autotuner.Autotuner, "run", tuned_run),
+    )
+    with launch_paths, torch_recorder(torch_ops) if torch_ops is not None else contextlib.nullcontext():
+        yield

@@ -28,7 +28,10 @@ import os
 import resource
 import sys
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import msgspec
 from kernel_scientist.blackboard.records import Shape
@@ -36,12 +39,16 @@ from kernel_scientist.evaluator._task import task_flops
 from kernel_scientist.evaluator._wire import Capture, CheckOutput, ChildRequest, ChildResult, Launch, TorchOp
 from kernel_scientist.evaluator.sandbox._capture import capture_launches, heavy_op_verdict
 from kernel_scientist.evaluator.sandbox._rundir import (
+    Kernel,
     generate_input,
     import_reference,
     import_submission,
     isolate_candidate,
 )
 from kernel_scientist.evaluator.sandbox._values import clone_data, encode_output, modified_inputs, prefill_output
+
+if TYPE_CHECKING:
+    from kernel_scientist.evaluator.model import DeviceSpec
 
 RESULT_FILE = ".result"
 _encoder = msgspec.msgpack.Encoder()
@@ -71,12 +78,13 @@ def preload() -> None:
 
 
 # The task's reference module per files: list, imported by the fork server before it forks (trusted
-# task code, no candidate exists yet; what every child did first), so a child draws its inputs from
-# its inherited copy instead of compiling reference.py and utils.py again (about 9 ms of each run).
-# Never in sys.modules, so still unimportable by name; a child gets its own copy-on-write view,
-# so nothing it does to it reaches the server or the next child. (Its import now runs in the
-# server's directory and environment, not the child's: a reference reads neither at import.)
-_references: dict[tuple[tuple[str, str], ...], object] = {}
+# task code, no candidate exists yet), so a child draws its inputs from its inherited copy instead
+# of compiling reference.py and utils.py again (about 9 ms of each run). Never in sys.modules, so
+# still unimportable by name; a child gets its own copy-on-write view, so nothing it does to it
+# reaches the server or the next child. (Its import runs in the server's directory and
+# environment, not the child's: a reference reads neither at import.) None: the server's import
+# failed or started a thread; each child imports it itself.
+_references: dict[tuple[tuple[str, str], ...], ModuleType | None] = {}
 
 
 def _threads() -> int:
@@ -89,7 +97,7 @@ def _threads() -> int:
 def preload_reference(modules: dict[str, str]) -> None:
     """Import the task's reference in the fork server, once per files: list. One that fails to
     import, or that started a thread (a fork then copies only the forking thread), is left to
-    each child to import, as before."""
+    each child to import."""
     key = tuple(sorted(modules.items()))
     if key in _references:
         return
@@ -103,7 +111,7 @@ def preload_reference(modules: dict[str, str]) -> None:
         _references[key] = module
 
 
-def _reference(modules: dict[str, str]):
+def _reference(modules: dict[str, str]) -> ModuleType:
     """The server's import of the task's reference, else a fresh one."""
     return _references.get(tuple(sorted(modules.items()))) or import_reference(modules)
 
@@ -150,7 +158,7 @@ def _classify(exc: BaseException, phase: str) -> ChildResult:
     return ChildResult("crash", f"{msg} during {phase}")
 
 
-def meta_inputs(ref, shape: Shape):
+def meta_inputs(ref: ModuleType, shape: Shape) -> object:
     """Ranked-shape inputs with layout and no data. A generator that cannot run on ``meta``
     (one that computes on its data) runs under FakeTensorMode instead, and its fake CPU tensors
     are rebuilt as meta tensors with the same shapes, strides and dtypes."""
@@ -163,7 +171,7 @@ def meta_inputs(ref, shape: Shape):
         with FakeTensorMode():
             fake = generate_input(ref, shape, "cpu")
 
-    def rebuild(x):
+    def rebuild(x: object) -> object:
         if isinstance(x, torch.Tensor):
             return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
         if isinstance(x, (tuple, list)):
@@ -174,7 +182,7 @@ def meta_inputs(ref, shape: Shape):
 
 
 def _check_one(
-    fn, shape: Shape, data, req: ChildRequest, launches: list[Launch] | None = None
+    fn: Kernel, shape: Shape, data: object, req: ChildRequest, launches: list[Launch] | None = None
 ) -> CheckOutput | ChildResult:
     clones = clone_data(data)
     prefill_output(clones, req.meta)  # stale or skipped writes cannot pass as zeros
@@ -210,7 +218,10 @@ def _no_meta_kernel(exc: BaseException) -> bool:
     return "meta" in text and ("kernel" in text or "item()" in text or "meta tensors" in text)
 
 
-def _launch_plan(launches: list[Launch]) -> list[tuple]:
+_Plan = tuple[str, tuple[int, ...], int, int, list[tuple[str, int | bool | float]]]
+
+
+def _launch_plan(launches: list[Launch]) -> list[_Plan]:
     """What must not depend on whether the data is real: which kernels, on which grids, how."""
     return [(x.kernel, tuple(x.grid), x.num_warps, x.num_stages, sorted(x.constexprs.items())) for x in launches]
 
@@ -271,7 +282,9 @@ class _Phase:
         self.now = now
 
 
-def _probe_on_meta(fn, shape: Shape, data, real_launches: list[Launch], phase: _Phase) -> ChildResult | str | None:
+def _probe_on_meta(
+    fn: Kernel, shape: Shape, data: object, real_launches: list[Launch], phase: _Phase
+) -> ChildResult | str | None:
     """Run the first check shape again on meta inputs: its recorded launches must match the checked
     run's, or the timing (recorded on meta) would be of work the checked run did not do. Returns a
     rejection, or why the call cannot run on meta tensors (then nothing is timed), or None."""
@@ -295,7 +308,9 @@ def _probe_on_meta(fn, shape: Shape, data, real_launches: list[Launch], phase: _
     return None
 
 
-def _capture_ranked(fn, bench_in: list, device_name: str, unrecordable: str | None, phase: _Phase) -> list[Capture]:
+def _capture_ranked(
+    fn: Kernel, bench_in: list[tuple[Shape, object]], device_name: str, unrecordable: str | None, phase: _Phase
+) -> list[Capture]:
     """Each ranked shape's launches, recorded on meta inputs for the timing model (autotuned
     kernels take the config the model ranks fastest, as a real autotuner would)."""
     from kernel_scientist.evaluator.model import DEVICES, launches_time_us
@@ -326,7 +341,7 @@ def _capture_ranked(fn, bench_in: list, device_name: str, unrecordable: str | No
 
 
 @contextlib.contextmanager
-def _platform(device):
+def _platform(device: DeviceSpec) -> Iterator[None]:
     """While launches are captured for an AMD device, the candidate sees a ROCm torch, so that it
     takes its ROCm branch (``waves_per_eu``, ``matrix_instr_nonkdim``...) and the model times the
     launch the real MI300X would get. The correctness run stays on the CPU's own branch: the

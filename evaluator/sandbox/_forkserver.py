@@ -76,7 +76,7 @@ class JobOutcome:
 
 class ForkServer:
     def __init__(self) -> None:
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._cwd: str | None = None  # made on start, removed on close
         self._ready = False  # its Ready frame was read: it takes jobs
 

@@ -1,7 +1,7 @@
 """Length-prefixed msgpack frames over pipes, read with real wall-clock deadlines.
 
 Blocking reads under ``select`` rather than async I/O on purpose: the campaign may run on trio's
-MockClock, where awaiting a pipe counts as idle and lets virtual time jump (stack-notes.md).
+MockClock, where awaiting a pipe counts as idle and lets virtual time jump (docs/stack-pitfalls.md).
 """
 
 from __future__ import annotations

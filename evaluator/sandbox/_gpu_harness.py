@@ -1,7 +1,8 @@
-"""One candidate on one GPU: ``python -m kernel_scientist.evaluator.sandbox._gpu_harness RESULT_FD`` (a fresh process each;
-with ``GpuRequest.device == "cpu"`` the same protocol runs under Triton's interpreter, for tests).
+"""One candidate on one GPU: ``python -m kernel_scientist.evaluator.sandbox._gpu_harness RESULT_FD``
+(a fresh process each; with ``GpuRequest.device == "cpu"`` the same protocol runs under Triton's
+interpreter, for tests).
 
-The trusted parent (``_local.LocalBackend``) sends a ``GpuRequest`` on stdin (the seeds are already
+The trusted parent (``backends._local.LocalBackend``) sends a ``GpuRequest`` on stdin (the seeds are already
 mixed with its secret seed, so nothing secret is in the environment) and reads one ``GpuResult``
 from the result pipe, which this process writes together with the per-run token it was given.
 Output the candidate prints goes to stdout/stderr, which the parent truncates.
@@ -33,6 +34,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from types import ModuleType
 
 import msgspec
 from kernel_scientist.evaluator._wire import PREPARE, PREPARED, GpuRequest, GpuResult, GpuStatus
@@ -52,7 +54,7 @@ from kernel_scientist.evaluator.sandbox._rundir import (
 )
 
 
-def run(req: GpuRequest, phases: dict[str, float] | None = None, ref=None) -> GpuResult:
+def run(req: GpuRequest, phases: dict[str, float] | None = None, ref: ModuleType | None = None) -> GpuResult:
     """The protocol on ``req``; ``phases`` (the start-up's, from ``main``) gains this run's
     phases and comes back in the result. ``ref``: the task's reference as a dry pass loaded it
     (before the candidate's code first ran), else it is loaded here."""
@@ -63,7 +65,7 @@ def run(req: GpuRequest, phases: dict[str, float] | None = None, ref=None) -> Gp
     return msgspec.structs.replace(result, phases={k: round(v, 3) for k, v in phases.items()})
 
 
-def _run(req: GpuRequest, phases: dict[str, float], ref=None) -> GpuResult:
+def _run(req: GpuRequest, phases: dict[str, float], ref: ModuleType | None = None) -> GpuResult:
     import torch
 
     began = time.perf_counter()
@@ -101,6 +103,7 @@ def _run(req: GpuRequest, phases: dict[str, float], ref=None) -> GpuResult:
             timed, reason = time_shape(fn, ref, shape, req, flush, guard=guard)
             if reason:
                 return GpuResult("wrong_output", reason, device=device, versions=versions)
+            assert timed is not None  # no failure, so the shape was timed
             samples.append(timed)
         lap("timing_s")
         return GpuResult("ok", samples=samples, device=device, versions=versions)
@@ -127,7 +130,7 @@ def _run(req: GpuRequest, phases: dict[str, float], ref=None) -> GpuResult:
 
 def _preload() -> None:
     """Import what every run needs before the request arrives: a process the parent starts early
-    (``_local``'s spare) spends its start-up while the GPU serves the previous candidate. Nothing
+    (``backends._local``'s spare) spends its start-up while the GPU serves the previous candidate. Nothing
     here touches the GPU: CUDA starts with the request's first tensor."""
     import torch  # noqa: F401
     import triton  # noqa: F401
@@ -135,8 +138,9 @@ def _preload() -> None:
 
     # A Triton launch under a torch dispatch mode (the recorder of the test calls, a submission's
     # launch replay) makes torch import its Triton wrapper, which pulls in torch._dynamo, sympy
-    # and FSDP: 5.2 s of one H200 evaluation's tests phase (docs/h200.md, sixth session), where
-    # torch's sources had no bytecode cache. Imported here it is part of the spare's start-up.
+    # and FSDP: 5.2 s of an evaluation's tests phase where torch's sources had no bytecode cache
+    # (profile-eval-k40.txt in docs/results/explorations.tar.gz). Imported here it is part of
+    # the spare's start-up.
     with contextlib.suppress(ImportError):
         import torch._higher_order_ops.triton_kernel_wrap  # noqa: F401
 

@@ -1,6 +1,6 @@
 """Work Triton's CPU interpreter does for nothing, removed once in the fork server before any fork.
 
-Profiling the main job (py-spy over the fork server and its children, 2026-12-01) put 60% of the
+Profiling the main job (py-spy over the fork server and its children) put 60% of the
 candidates' CPU time in the interpreter's semantic layer, and almost half of that in one place:
 ``TritonSemantic.binary_op_sanitize_overflow_impl``. Every integer ``+``, ``-`` and ``*`` in a
 kernel (offsets, strides, program ids) calls it: it casts both operands to int64, redoes the
@@ -30,7 +30,7 @@ functions of Triton's own ``triton.language.standard``: each child read their so
 and compiled them again. ``rewrite_library_helpers`` does that once, in the server, filling the
 interpreter's own cache of rewritten functions, as the first call in a child would.
 
-Three smaller ones come from the same profile (the main job, 2026-12-02, py-spy over the children):
+Three smaller ones come from a profile of the main job's children (py-spy):
 
 - ``_convert_float`` widens fp8 to fp16 bit by bit in numpy (about twenty array operations, twice
   per ``tl.dot``, 6% of a child): a function of each element's 8 bits alone, so for an 8-bit input
@@ -56,6 +56,10 @@ import operator
 import re
 import textwrap
 import types
+from collections.abc import Callable
+from typing import Any
+
+import numpy.typing as npt
 
 _GATE = "if not self.builder.options.debug:"
 
@@ -72,6 +76,18 @@ def remove_repeated_work() -> dict[str, bool]:
     }
 
 
+# The live namespaces ``remember_lang_patches`` watches: each one's keys and values, in order.
+_Namespaces = list[tuple[tuple[str, ...], tuple[object, ...]]]
+
+
+def _install(owner: object, wrapper: Callable[..., object], original: object, mark: str) -> bool:
+    """Put ``wrapper`` in place of ``owner``'s attribute of the same name, marked ``mark`` (so that
+    a second call finds it applied) and with ``__wrapped__`` naming ``original``; True."""
+    vars(wrapper).update({mark: True, "__wrapped__": original})  # a function's attributes
+    setattr(owner, wrapper.__name__, wrapper)
+    return True
+
+
 def skip_unchecked_overflow() -> bool:
     """Patch ``TritonSemantic`` (see the module note); True when applied."""
     from triton.language.semantic import TritonSemantic
@@ -86,15 +102,12 @@ def skip_unchecked_overflow() -> bool:
     if not gated:
         return False
 
-    def binary_op_sanitize_overflow_impl(self, lhs, rhs, binary_op):
+    def binary_op_sanitize_overflow_impl(self: TritonSemantic, lhs: object, rhs: object, binary_op: object) -> object:
         if not self.builder.options.debug:  # device_assert would drop the condition unchecked
             return None
         return original(self, lhs, rhs, binary_op)
 
-    binary_op_sanitize_overflow_impl._ks_skips_unchecked = True  # type: ignore[attr-defined]
-    binary_op_sanitize_overflow_impl.__wrapped__ = original  # type: ignore[attr-defined]
-    TritonSemantic.binary_op_sanitize_overflow_impl = binary_op_sanitize_overflow_impl
-    return True
+    return _install(TritonSemantic, binary_op_sanitize_overflow_impl, original, "_ks_skips_unchecked")
 
 
 def remember_lang_patches() -> bool:
@@ -111,18 +124,18 @@ def remember_lang_patches() -> bool:
         c for base in (tl.tensor, tl.core.tensor, tl.core.tensor_descriptor_base, tl.dtype) for c in base.__mro__
     }
     spaces = [vars(tl), vars(tl.core), vars(tl.math), *(vars(c) for c in classes)]  # live views
-    after: dict[tuple[int, ...], list[tuple[tuple, tuple]]] = {}  # holds the objects: no id is reused
+    after: dict[tuple[int, ...], _Namespaces] = {}  # holds the objects: no id is reused
 
-    def state() -> list[tuple[tuple, tuple]]:
+    def state() -> _Namespaces:
         return [(tuple(d), tuple(d.values())) for d in spaces]
 
-    def unchanged(then: list[tuple[tuple, tuple]], now: list[tuple[tuple, tuple]]) -> bool:
+    def unchanged(then: _Namespaces, now: _Namespaces) -> bool:
         return all(
             keys == keys_now and len(values) == len(values_now) and all(map(operator.is_, values, values_now))
             for (keys, values), (keys_now, values_now) in zip(then, now, strict=True)
         )
 
-    def _patch_lang(fn):
+    def _patch_lang(fn: types.FunctionType) -> object:
         key = tuple(id(v) for v in fn.__globals__.values() if v is tl or v is tl.core)
         if key and key in after and unchanged(after[key], state()):
             return interpreter._LangPatchScope()  # patched already: nothing to do, nothing to undo
@@ -130,10 +143,7 @@ def remember_lang_patches() -> bool:
         after[key] = state()
         return scope
 
-    _patch_lang._ks_remembers = True  # type: ignore[attr-defined]
-    _patch_lang.__wrapped__ = original  # type: ignore[attr-defined]
-    interpreter._patch_lang = _patch_lang
-    return True
+    return _install(interpreter, _patch_lang, original, "_ks_remembers")
 
 
 def rewrite_library_helpers() -> int:
@@ -147,7 +157,7 @@ def rewrite_library_helpers() -> int:
         if isinstance(value, InterpretedFunction):
             try:
                 value.rewrite()
-            except Exception:  # noqa: BLE001 - left to the child's first call, as before
+            except Exception:  # noqa: BLE001 - left to the child's first call
                 continue
             done += 1
     return done
@@ -163,12 +173,14 @@ def convert_fp8_by_table() -> bool:
         return False
     if getattr(original, "_ks_table", False):
         return True
-    tables: dict[tuple, object] = {}
+    tables: dict[tuple[object, object, object], npt.NDArray[Any]] = {}
     every_byte = np.arange(256, dtype=np.uint8)
 
-    def _convert_float(input, input_dtype, output_dtype, rounding_mode):
+    def _convert_float(
+        input: npt.NDArray[Any], input_dtype: object, output_dtype: object, rounding_mode: object
+    ) -> object:
         # Elementwise in each element's bits (its branches only touch the elements they select),
-        # so the 256 answers for an 8-bit type are the whole function; any other input as before.
+        # so the 256 answers for an 8-bit type are the whole function; any other input goes to the original.
         if getattr(input_dtype, "primitive_bitwidth", None) != 8 or getattr(input, "dtype", None) is None:
             return original(input, input_dtype, output_dtype, rounding_mode)
         if input.dtype.itemsize != 1:
@@ -179,10 +191,7 @@ def convert_fp8_by_table() -> bool:
             table = tables[key] = original(every_byte, input_dtype, output_dtype, rounding_mode)
         return table[np.frombuffer(input.tobytes(), dtype=np.uint8)].reshape(input.shape)
 
-    _convert_float._ks_table = True  # type: ignore[attr-defined]
-    _convert_float.__wrapped__ = original  # type: ignore[attr-defined]
-    interpreter._convert_float = _convert_float
-    return True
+    return _install(interpreter, _convert_float, original, "_ks_table")
 
 
 def table_np_dtypes() -> bool:
@@ -203,7 +212,7 @@ def table_np_dtypes() -> bool:
         return False
     if not all(line in body for line in _NP_DTYPE_LINES):
         return False
-    scalars = {}
+    scalars: dict[object, object] = {}
     for value in vars(tl).values():
         if isinstance(value, tl.dtype) and not isinstance(value, (tl.pointer_type, tl.block_type)):
             try:
@@ -211,7 +220,7 @@ def table_np_dtypes() -> bool:
             except Exception:  # noqa: BLE001 - not in its table (void): left to the original
                 continue
 
-    def _get_np_dtype(tt_dtype):
+    def _get_np_dtype(tt_dtype: object) -> object:
         if isinstance(tt_dtype, tl.pointer_type):
             return np.dtype(np.uint64)
         key = tt_dtype
@@ -224,10 +233,7 @@ def table_np_dtypes() -> bool:
         except (KeyError, TypeError):  # not in the table: the original answers, or fails its own way
             return original(tt_dtype)
 
-    _get_np_dtype._ks_table = True  # type: ignore[attr-defined]
-    _get_np_dtype.__wrapped__ = original  # type: ignore[attr-defined]
-    interpreter._get_np_dtype = _get_np_dtype
-    return True
+    return _install(interpreter, _get_np_dtype, original, "_ks_table")
 
 
 _NP_DTYPE_LINES = (
@@ -253,7 +259,7 @@ jit_func = JITFunction(self.fn)
 return jit_func.file_name, jit_func.def_file_line_number"""
 
 
-def _body(fn) -> str:
+def _body(fn: Callable[..., object]) -> str:
     lines = [ln.strip() for ln in inspect.getsource(fn).splitlines()]
     return "\n".join(ln for ln in lines if ln and not ln.startswith(("#", "def ", "try:", "from ")))
 
@@ -277,7 +283,7 @@ def rewrite_from_one_reading() -> bool:
     if not expected or indent is None or def_line is None:
         return False
 
-    def file_line(fn, lines: list[str], start: int) -> tuple[str, int] | None:
+    def file_line(fn: object, lines: list[str], start: int) -> tuple[str, int] | None:
         """JITFunction(fn).file_name and .def_file_line_number from the same lines, or None
         where building that JITFunction would raise (then the original runs and raises it)."""
         if not isinstance(fn, types.FunctionType):
@@ -288,7 +294,7 @@ def rewrite_from_one_reading() -> bool:
             return None
         return fn.__code__.co_filename, def_line(lines, start)
 
-    def rewrite_ast(self):
+    def rewrite_ast(self: interpreter.FunctionRewriter) -> object:
         try:
             lines, start = inspect.getsourcelines(self.fn)
         except Exception:
@@ -302,7 +308,4 @@ def rewrite_from_one_reading() -> bool:
         transformed_ast = self._transform_ast(src)
         return self._compile_and_exec(transformed_ast)
 
-    rewrite_ast._ks_one_reading = True  # type: ignore[attr-defined]
-    rewrite_ast.__wrapped__ = original  # type: ignore[attr-defined]
-    rewriter.rewrite_ast = rewrite_ast
-    return True
+    return _install(rewriter, rewrite_ast, original, "_ks_one_reading")

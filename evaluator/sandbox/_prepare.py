@@ -1,10 +1,11 @@
 """Compiling a candidate ahead, in its own harness process, while another candidate holds the GPU.
 
-Compiling is most of an evaluation on a GPU (docs/h200.md, sixth session: the tests phase of a
-tuning kernel, 90% of its wall time, is Triton compiling its settings). The local backend
-therefore hands the next queued candidates to harness processes started early, and each one runs
-a *dry pass* before its real request arrives: the candidate is imported and called once per test
-and ranked shape on inputs that have the shapes, strides and dtypes of the real ones but no values, with
+Compiling is most of an evaluation on a GPU: a tuning kernel's tests phase, three quarters of its
+wall time, is Triton compiling its settings (docs/results.md#evaluations-per-gpu-hour). The local
+backend therefore hands the next queued candidates to harness processes started early, and each
+one runs a *dry pass* before its real request arrives: the candidate is imported and called once
+per test and ranked shape on inputs that have the shapes, strides and dtypes of the real ones but
+no values, with
 
 - every Triton launch turned into a compile (``warmup``) plus the module load and launcher build
   that a first launch would do, and nothing sent to the GPU (an autotuner compiles each of its
@@ -32,15 +33,32 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import FrameType, ModuleType
+from typing import TYPE_CHECKING, Protocol
 
+from kernel_scientist.blackboard.records import Shape
 from kernel_scientist.evaluator._wire import GpuRequest
 from kernel_scientist.evaluator.sandbox._capture import ALLOCATION_OPS
+from kernel_scientist.evaluator.sandbox._hooks import dispatch_mode, swapped
 from kernel_scientist.evaluator.sandbox._rundir import (
     generate_input,
     import_reference,
     import_submission,
     isolate_candidate,
 )
+
+if TYPE_CHECKING:
+    import torch
+    from torch._ops import OpOverload
+
+
+class FutureKernel(Protocol):
+    """A kernel Triton compiles on a thread of the pool (its ``AsyncCompileMode``)."""
+
+    def result(self, ignore_errors: bool = False) -> object:
+        """The compiled kernel, once its compile has ended (None where it failed and errors are ignored)."""
+        ...
+
 
 DRY_PASS_BUDGET_S = 120.0  # a pass still running then is cut short; the real run compiles the rest
 
@@ -51,7 +69,7 @@ class _Overrun(BaseException):
 
 
 @contextlib.contextmanager
-def dry_launches(device: str, pending: list | None = None) -> Iterator[None]:
+def dry_launches(device: str, pending: list[FutureKernel] | None = None) -> Iterator[None]:
     """Triton launches compile and load without running; torch kernels on ``device`` are
     evaluated on meta tensors. Undone on exit. Inside ``parallel_compiles`` a launch only submits
     its compile (the launch returns None) and its future kernel goes to ``pending``."""
@@ -59,18 +77,9 @@ def dry_launches(device: str, pending: list | None = None) -> Iterator[None]:
     from torch.utils._pytree import tree_map
     from triton.runtime import autotuner, driver, interpreter, jit
 
-    patched: list[tuple[object, str, object]] = [
-        (jit.JITFunction, "run", jit.JITFunction.run),
-        (interpreter.InterpretedFunction, "run", interpreter.InterpretedFunction.run),
-        (autotuner.Autotuner, "run", autotuner.Autotuner.run),
-    ]
-    launcher = None
-    with contextlib.suppress(Exception):  # no GPU driver (the CPU interpreter): nothing to patch there
-        launcher = driver.active.launcher_cls
-        patched.append((launcher, "__call__", launcher.__call__))
     compile_jit = jit.JITFunction.run
 
-    def compile_only(self, *args, grid, warmup, **kwargs):
+    def compile_only(self: jit.JITFunction, *args: object, grid: object, warmup: bool, **kwargs: object) -> object:
         kernel = compile_jit(self, *args, grid=grid, warmup=True, **kwargs)
         if pending is not None and hasattr(kernel, "result"):  # a future kernel: Triton's own test
             pending.append(kernel)  # compiling on the pool; reading any attribute would wait for it
@@ -80,64 +89,60 @@ def dry_launches(device: str, pending: list | None = None) -> Iterator[None]:
             init()  # loads the module and builds the launcher, as a first launch would
         return kernel
 
-    def interpreted(self, *args, grid, warmup, **kwargs):
+    def interpreted(
+        self: interpreter.InterpretedFunction, *args: object, grid: object, warmup: bool, **kwargs: object
+    ) -> None:
         return None  # the interpreter compiles nothing: skipping its run is the whole saving
 
-    def each_config(self, *args, **kwargs):
+    def each_config(self: autotuner.Autotuner, *args: object, **kwargs: object) -> None:
         for cfg in self.configs:
             self.fn.run(*args, **kwargs, **cfg.all_kwargs())
 
-    def no_launch(self, *args, **kwargs):
+    def no_launch(self: object, *args: object, **kwargs: object) -> None:
         return None
 
-    from torch.utils._python_dispatch import TorchDispatchMode
-
+    swaps: list[tuple[object, str, object]] = [
+        (jit.JITFunction, "run", compile_only),
+        (interpreter.InterpretedFunction, "run", interpreted),
+        (autotuner.Autotuner, "run", each_config),
+    ]
+    with contextlib.suppress(Exception):  # no GPU driver (the CPU interpreter): nothing to patch there
+        swaps.append((driver.active.launcher_cls, "__call__", no_launch))
     target = torch.device(device).type
 
-    class _Abstract(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            name = str(func)
-            if getattr(func, "is_view", False) or name.startswith(ALLOCATION_OPS):
-                return func(*args, **kwargs)
-            schema = getattr(func, "_schema", None)
-            if schema is None:  # not an aten operator (a higher-order one): its parts come here again
-                return func(*args, **kwargs)
-            if schema.is_mutable and args and isinstance(args[0], torch.Tensor):
-                return args[0]  # an in-place write: nothing to compute in a dry pass
+    def abstract(func: OpOverload, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+        name = str(func)
+        if getattr(func, "is_view", False) or name.startswith(ALLOCATION_OPS):
+            return func(*args, **kwargs)
+        schema = getattr(func, "_schema", None)
+        if schema is None:  # not an aten operator (a higher-order one): its parts come here again
+            return func(*args, **kwargs)
+        if schema.is_mutable and args and isinstance(args[0], torch.Tensor):
+            return args[0]  # an in-place write: nothing to compute in a dry pass
 
-            def to_meta(x):
-                if isinstance(x, torch.Tensor) and x.device.type == target:
-                    return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
-                if isinstance(x, torch.device) and x.type == target:
-                    return torch.device("meta")
-                return x
+        def to_meta(x: object) -> object:
+            if isinstance(x, torch.Tensor) and x.device.type == target:
+                return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
+            if isinstance(x, torch.device) and x.type == target:
+                return torch.device("meta")
+            return x
 
-            out = func(*tree_map(to_meta, args), **tree_map(to_meta, kwargs))
-            where = next((t.device for t in _tensors((args, kwargs)) if t.device.type == target), torch.device(device))
+        out = func(*tree_map(to_meta, args), **tree_map(to_meta, kwargs))
+        where = next((t.device for t in _tensors((args, kwargs)) if t.device.type == target), torch.device(device))
 
-            def back(x):
-                if isinstance(x, torch.Tensor) and x.device.type == "meta":
-                    return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=where)
-                return x
+        def back(x: object) -> object:
+            if isinstance(x, torch.Tensor) and x.device.type == "meta":
+                return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=where)
+            return x
 
-            return tree_map(back, out)
+        return tree_map(back, out)
 
-    jit.JITFunction.run = compile_only
-    interpreter.InterpretedFunction.run = interpreted
-    autotuner.Autotuner.run = each_config
-    if launcher is not None:
-        launcher.__call__ = no_launch
-    try:
-        with _Abstract():
-            yield
-    finally:
-        for owner, attr, original in patched:
-            setattr(owner, attr, original)
+    with swapped(*swaps), dispatch_mode(abstract):
+        yield
 
 
 @contextlib.contextmanager
-def parallel_compiles(workers: int) -> Iterator[list | None]:
+def parallel_compiles(workers: int) -> Iterator[list[FutureKernel] | None]:
     """Triton's asynchronous compile mode on a pool of ``workers`` threads, where this Triton has
     it (3.4 on) and more than one is asked for: yields the list that ``dry_launches`` fills with
     future kernels, else None (compiles then run in the launching thread, as always). On exit
@@ -160,7 +165,7 @@ def parallel_compiles(workers: int) -> Iterator[list | None]:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def load_compiled(pending: list) -> None:
+def load_compiled(pending: list[FutureKernel]) -> None:
     """Wait for each future kernel of ``pending`` and load it (module and launcher, as a first
     launch would). A compile that failed is left to the real run, which reports it."""
     for future in pending:
@@ -170,14 +175,14 @@ def load_compiled(pending: list) -> None:
                 kernel._init_handles()
 
 
-def _tensors(tree) -> list:
+def _tensors(tree: object) -> list[torch.Tensor]:
     import torch
     from torch.utils._pytree import tree_leaves
 
     return [t for t in tree_leaves(tree) if isinstance(t, torch.Tensor)]
 
 
-def layout_inputs(ref, shape, device: str):
+def layout_inputs(ref: ModuleType, shape: Shape, device: str) -> object:
     """The inputs of ``shape`` with the real ones' shapes, strides and dtypes and no values:
     generated on the meta device (no kernel runs), then allocated on ``device``."""
     import torch
@@ -185,7 +190,7 @@ def layout_inputs(ref, shape, device: str):
 
     data = generate_input(ref, shape, "meta")
 
-    def real(x):
+    def real(x: object) -> object:
         if isinstance(x, torch.Tensor):
             return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=device)
         return x
@@ -193,7 +198,9 @@ def layout_inputs(ref, shape, device: str):
     return tree_map(real, data)
 
 
-def dry_pass(req: GpuRequest, folder: Path, budget_s: float = DRY_PASS_BUDGET_S):
+def dry_pass(
+    req: GpuRequest, folder: Path, budget_s: float = DRY_PASS_BUDGET_S
+) -> tuple[dict[str, float], ModuleType | None]:
     """Import the task's reference, then the candidate, and call it once per distinct test and
     ranked shape under ``dry_launches``, compiling on ``req.compile_workers`` threads. Returns the
     pass's phases (``prepare_s``; ``prepare_calls``, the calls that returned) and the reference
@@ -204,7 +211,7 @@ def dry_pass(req: GpuRequest, folder: Path, budget_s: float = DRY_PASS_BUDGET_S)
     done, ref = 0, None
     expired, leaving = [False], [False]
 
-    def overrun(signum, frame) -> None:
+    def overrun(signum: int, frame: FrameType | None) -> None:
         if leaving[0]:
             return
         expired[0] = True
@@ -227,8 +234,8 @@ def dry_pass(req: GpuRequest, folder: Path, budget_s: float = DRY_PASS_BUDGET_S)
             stack.callback(stop_alarm)  # before the pool is closed: its wait must not be interrupted
             # The ranked shapes too: a kernel may compile per shape (a split chosen per shape, say),
             # and their warm-up calls would otherwise compile on the GPU's time.
-            for shape in [*req.tests, *req.benchmarks] if fn is not None else ():
-                if expired[0]:
+            for shape in [*req.tests, *req.benchmarks]:
+                if expired[0] or fn is None:
                     break
                 if shape.label() in seen:  # a repeated shape would only reach the launch replay
                     continue

@@ -15,9 +15,19 @@ import inspect
 import shutil
 import sys
 import types
+from collections.abc import Callable, Iterator, Sequence
+from importlib.machinery import ModuleSpec
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kernel_scientist.blackboard.records import Shape
+from kernel_scientist.evaluator.sandbox._hooks import dispatch_mode, swapped
+
+if TYPE_CHECKING:
+    from torch._ops import OpOverload
+
+# A submission's ``custom_kernel``: called with the inputs, returns its output (whatever it is).
+Kernel = Callable[[object], object]
 
 
 class _RunDirectory(importlib.abc.MetaPathFinder):
@@ -29,7 +39,9 @@ class _RunDirectory(importlib.abc.MetaPathFinder):
         self.modules = modules
         self.reference = reference
 
-    def find_spec(self, name, path=None, target=None):
+    def find_spec(
+        self, name: str, path: Sequence[str] | None = None, target: types.ModuleType | None = None
+    ) -> ModuleSpec | None:
         if name == "reference":
             return importlib.util.spec_from_loader(name, _Ready(self.reference))
         if name in self.modules:
@@ -41,10 +53,10 @@ class _Ready(importlib.abc.Loader):
     def __init__(self, module: types.ModuleType) -> None:
         self.module = module
 
-    def create_module(self, spec):
+    def create_module(self, spec: ModuleSpec) -> types.ModuleType:
         return self.module
 
-    def exec_module(self, module) -> None:
+    def exec_module(self, module: types.ModuleType) -> None:
         pass
 
 
@@ -93,7 +105,7 @@ def isolate_candidate(modules: dict[str, str], folder: Path) -> None:
 
 
 # ---- inputs: generate_input as the folder wrote it, on the device we run on ------------------
-def generate_input(ref, shape: Shape, device: str):
+def generate_input(ref: types.ModuleType, shape: Shape, device: str) -> object:
     """The inputs of one shape on ``device`` ("cuda", "cpu" or "meta").
 
     A generator that takes ``device`` gets it. Public folders hard-code ``device='cuda'`` instead;
@@ -114,53 +126,57 @@ def generate_input(ref, shape: Shape, device: str):
         return fn(**kwargs)
 
 
-def _is_cuda(dev) -> bool:
+def _is_cuda(dev: object) -> bool:
     return dev is not None and str(dev).split(":")[0] == "cuda"
 
 
 @contextlib.contextmanager
-def _redirected(target: str):
+def _redirected(target: str) -> Iterator[None]:
     """Run torch code written for CUDA on ``target``: device= arguments, ``.cuda()`` and
     ``.to('cuda')`` move there, ``torch.Generator(device='cuda')`` becomes a CPU generator (meta
     random ops accept one), and on meta ``.item()`` reads 0 (a generator that draws a scalar
     offset still yields the right shapes). Only for trusted code: the folder's generator."""
     import torch
     from torch.overrides import TorchFunctionMode
-    from torch.utils._python_dispatch import TorchDispatchMode
 
     real_generator = torch.Generator
 
-    class generator(real_generator):  # type: ignore[valid-type,misc]  # a type still (torch's own modules write `torch.Generator | None`)
-        def __new__(cls, device=None):
+    # A type still (torch's own modules write `torch.Generator | None`), whose instances are CPU
+    # generators: mypy allows neither a variable as a base class nor a __new__ of another type.
+    class generator(real_generator):  # type: ignore[valid-type,misc]
+        def __new__(cls, device: object = None) -> torch.Generator:  # type: ignore[misc]
             return real_generator(device="cpu")
 
     class Devices(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
+        def __torch_function__(
+            self,
+            func: Callable[..., object],
+            types: object,
+            args: tuple[object, ...] = (),
+            kwargs: dict[str, object] | None = None,
+        ) -> object:
             kwargs = dict(kwargs or {})
             if _is_cuda(kwargs.get("device")):
                 kwargs["device"] = target
             name = getattr(func, "__name__", "")
-            if name == "cuda":
+            if name == "cuda" and isinstance(args[0], torch.Tensor):  # Tensor.cuda
                 return args[0].to(target)
             if name == "to" and len(args) > 1 and _is_cuda(args[1]):
                 args = (args[0], target, *args[2:])
             return func(*args, **kwargs)
 
-    class Scalars(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if str(func).startswith("aten._local_scalar_dense") and args[0].device.type == "meta":
-                return False if args[0].dtype == torch.bool else (0.0 if args[0].is_floating_point() else 0)
-            return func(*args, **(kwargs or {}))
+    def scalars(func: OpOverload, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+        x = args[0] if args else None
+        if str(func).startswith("aten._local_scalar_dense") and isinstance(x, torch.Tensor) and x.device.type == "meta":
+            return False if x.dtype == torch.bool else (0.0 if x.is_floating_point() else 0)
+        return func(*args, **kwargs)
 
-    torch.Generator = generator  # type: ignore[misc]  # torch's own module attribute, put back below
-    try:
-        with Devices(), Scalars() if target == "meta" else contextlib.nullcontext():
-            yield
-    finally:
-        torch.Generator = real_generator  # type: ignore[misc]
+    scalar_reads = dispatch_mode(scalars) if target == "meta" else contextlib.nullcontext()
+    with swapped((torch, "Generator", generator)), Devices(), scalar_reads:
+        yield
 
 
-def import_submission(source: str, folder: Path):
+def import_submission(source: str, folder: Path) -> Kernel | None:
     """Write ``source`` as submission.py in ``folder``, import it, and return its
     ``custom_kernel`` (None when it defines no callable of that name)."""
     path = folder / "submission.py"

@@ -10,11 +10,16 @@ the output (docs/evaluator-attacks.md).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeGuard
+
 from kernel_scientist.evaluator._task import TaskMeta, tensor_bytes
 from kernel_scientist.evaluator._wire import ScalarValue, SeqValue, TensorValue, Value
 
+if TYPE_CHECKING:
+    import torch
 
-def tensors_of(data) -> list:
+
+def tensors_of(data: object) -> list[torch.Tensor]:
     """The tensors inside an input or output structure (tuple, list, dict or one tensor), in order."""
     import torch
 
@@ -27,7 +32,7 @@ def tensors_of(data) -> list:
     return []
 
 
-def clone_data(data):
+def clone_data(data: object) -> object:
     """A deep copy of the tensors of an input structure; other values shared (as the public harness)."""
     import torch
 
@@ -41,7 +46,7 @@ def clone_data(data):
     return data
 
 
-def output_slot(data, meta: TaskMeta):
+def output_slot(data: object, meta: TaskMeta) -> torch.Tensor | None:
     """The preallocated output tensor inside the inputs, when the task declares one."""
     import torch
 
@@ -54,14 +59,14 @@ def output_slot(data, meta: TaskMeta):
     return slot if isinstance(slot, torch.Tensor) else None
 
 
-def prefill_output(data, meta: TaskMeta) -> None:
+def prefill_output(data: object, meta: TaskMeta) -> None:
     """NaN into the declared output slot: an unwritten or stale output can never pass."""
     slot = output_slot(data, meta)
     if slot is not None and slot.is_floating_point():
         slot.fill_(float("nan"))
 
 
-def modified_inputs(before, after, meta: TaskMeta, out) -> list[str]:
+def modified_inputs(before: object, after: object, meta: TaskMeta, out: object) -> list[str]:
     """Inputs the call wrote to. The declared output slot may be written, and so may an input the
     call returned (a folder without metadata whose kernel writes a preallocated output and
     returns it, as the public fp8-mm folder's does)."""
@@ -78,20 +83,30 @@ def modified_inputs(before, after, meta: TaskMeta, out) -> list[str]:
     return changed
 
 
-def not_plain(out) -> str | None:
+def _plain_scalar(out: object) -> TypeGuard[int | float | bool | None]:
+    """A plain number or None: exactly int, float or bool, no subclass."""
+    return out is None or type(out) in (int, float, bool)
+
+
+def _plain_seq(out: object) -> TypeGuard[tuple[object, ...] | list[object]]:
+    """A plain tuple or list, no subclass (a named tuple, a list with its own methods)."""
+    return type(out) in (tuple, list)
+
+
+def not_plain(out: object) -> str | None:
     """Why an output is not plain values (a tensor subclass, an object of its own), or None.
     Tensors must be plain ``torch.Tensor``; numbers plain int, float, bool or None; containers
     plain tuples and lists."""
     import torch
 
-    if type(out) is torch.Tensor or out is None or type(out) in (int, float, bool):
+    if type(out) is torch.Tensor or _plain_scalar(out):
         return None
-    if type(out) in (tuple, list):
+    if _plain_seq(out):
         return next((why for why in map(not_plain, out) if why), None)
     return f"custom_kernel returned {type(out).__name__}, not a plain torch.Tensor (or a tuple, list or number)"
 
 
-def encode_output(out) -> Value | str:
+def encode_output(out: object) -> Value | str:
     """The output as a ``Value`` tree, or the reason it cannot be one (``not_plain``)."""
     import torch
 
@@ -100,10 +115,10 @@ def encode_output(out) -> Value | str:
         return TensorValue(
             dtype=str(t.dtype).removeprefix("torch."), dims=list(t.shape), data=tensor_bytes(t).cpu().numpy().tobytes()
         )
-    if out is None or type(out) in (int, float, bool):
+    if _plain_scalar(out):
         return ScalarValue(out)
-    if type(out) in (tuple, list):
-        items = []
+    if _plain_seq(out):
+        items: list[Value] = []
         for x in out:
             v = encode_output(x)
             if isinstance(v, str):
@@ -113,7 +128,7 @@ def encode_output(out) -> Value | str:
     return not_plain(out) or "unreachable"
 
 
-def decode_output(value: Value, device: str = "cpu"):
+def decode_output(value: Value, device: str = "cpu") -> object:
     """Plain Python and torch values again, built by the judging process. Raises ValueError when
     the bytes do not form the announced tensor."""
     import torch
