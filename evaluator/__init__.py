@@ -26,6 +26,7 @@ from kernel_scientist.evaluator.backends import (
     LocalBackend,
     RayBackend,
     SimulatedBackend,
+    StartsInBackground,
     join_cluster,
     make_backend,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "RuleFinding",
     "SandboxError",
     "SimulatedBackend",
+    "StartsInBackground",
     "Task",
     "TaskError",
     "TaskMeta",

@@ -44,8 +44,7 @@ from kernel_scientist.blackboard import (
     scenario_from_json,
     scenario_json,
 )
-from kernel_scientist.evaluator import Backend, Task
-from kernel_scientist.evaluator.backends._protocol import StartsInBackground
+from kernel_scientist.evaluator import Backend, StartsInBackground, Task
 
 from . import learn, logs
 from .status import finished_at

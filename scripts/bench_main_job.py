@@ -87,12 +87,12 @@ def bare_import_s() -> float:
 def one_prescreen_s(scenario) -> tuple[float, float]:
     """(seconds to start a backend, seconds of one pre-screen of the seed on it)."""
     import anyio
-    from kernel_scientist.evaluator import load_task, make_backend
+    from kernel_scientist.evaluator import StartsInBackground, load_task, make_backend
 
     task = load_task(scenario.task_path())
     t0 = time.perf_counter()
     with make_backend(scenario.evaluator, task) as backend:
-        if hasattr(backend, "wait_started"):  # the fork server's preload, which ``with`` only launches
+        if isinstance(backend, StartsInBackground):  # the fork server's preload, which ``with`` only launches
             backend.wait_started()
         started = time.perf_counter() - t0
         source = scenario.seed_path().read_text()
