@@ -51,7 +51,7 @@ def test_the_public_surface_is_declared():
     expected = set(
         (
             "ClusterError ClusterLost DEVICES Backend BackendUnavailable DeviceSpec Launch LocalBackend "
-            "MODEL_VERSION RayBackend RuleFinding SandboxError SimulatedBackend Task TaskError TaskMeta "
+            "MODEL_VERSION RayBackend RuleFinding SandboxError SimulatedBackend StartsInBackground Task TaskError TaskMeta "
             "TensorArg TorchOp geomean join_cluster load_task make_backend spec_for speed_of_light_us "
             "static_findings"
         ).split()
