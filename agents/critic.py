@@ -4,7 +4,9 @@ Before submission it reviews each draft against its plan with the static rules (
 and a cheap CPU pre-screen, then approves it into the queue with an expected value, or sends it
 back. After evaluation it compares the observed uplift with the prediction and records a verdict
 on the hypothesis: confirmed, refuted or inconclusive (within the timing noise). A kernel that did
-not compile is a build failure: it says nothing for or against the idea, so it is never "refuted".
+not compile is a build failure, and one that an evaluator's rule rejected or that passed without a
+time is inconclusive: none says anything for or against the idea, so none is "refuted". Each
+verdict is one sentence: the prediction, then what was observed or why nothing was.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import anyio
 from anyio.abc import TaskStatus
 from kernel_scientist.blackboard import (
+    Evaluation,
     Hypothesis,
     HypothesisState,
     Kernel,
@@ -138,27 +141,55 @@ class Critic(Agent):
         assert hyp.kernel_id is not None, f"H{hyp.id} has no kernel to judge"  # _unjudged gives none such
         kernel = board.kernel(hyp.kernel_id)
         noise = self.ctx.scenario.evaluator.noise
+        predicted = metrics.predicted_range_text(hyp.min_uplift, hyp.max_uplift)
+        observed = None
         if kernel.state == KernelState.REJECTED:
-            verdict, observed, why = Verdict.INCONCLUSIVE, None, "never evaluated (rejected in review)"
+            verdict, why = Verdict.INCONCLUSIVE, f"kernel {kernel.id} was never evaluated: the review sent it back"
         else:
             ev = board.evaluation_for(kernel.id)
-            base_ev = board.evaluation_for(hyp.base_id)
-            observed = observed_uplift(base_ev, ev)
-            if ev is not None and ev.report.outcome == Outcome.COMPILE_ERROR:
-                verdict, why = Verdict.BUILD_FAILED, f"the kernel did not compile: {ev.report.reason}"
-            elif observed is None:
-                verdict, why = Verdict.REFUTED, f"the kernel failed: {ev.report.reason if ev else 'no result'}"
-            elif observed >= max(hyp.min_uplift, 2 * noise):
-                verdict, why = Verdict.CONFIRMED, "observed at least the predicted minimum"
-            elif observed <= -2 * noise or (hyp.min_uplift > 2 * noise and observed < 0):
-                verdict, why = Verdict.REFUTED, "slower than its base"
+            observed = observed_uplift(board.evaluation_for(hyp.base_id), ev)
+            if observed is None:
+                verdict, why = _untimed(kernel.id, hyp.base_id, ev)
             else:
-                verdict, why = Verdict.INCONCLUSIVE, "within the noise or below the predicted minimum"
+                if observed >= max(hyp.min_uplift, 2 * noise):
+                    verdict, why = Verdict.CONFIRMED, "observed at least the predicted minimum"
+                elif observed <= -2 * noise or (hyp.min_uplift > 2 * noise and observed < 0):
+                    verdict, why = Verdict.REFUTED, "slower than its base"
+                else:
+                    verdict, why = Verdict.INCONCLUSIVE, "within the noise or below the predicted minimum"
+                why = f"observed {metrics.uplift_text(observed)} ({why})"
         board.update_hypothesis(hyp.id, verdict=verdict, observed_uplift=observed)
-        predicted = metrics.predicted_range_text(hyp.min_uplift, hyp.max_uplift)
         self.say(
             "verdict",
-            f"H{hyp.id} {verdict}: predicted {predicted}, observed {metrics.uplift_text(observed)} ({why})",
+            f"H{hyp.id} {verdict}: predicted {predicted}, {why}",
             kernel_id=kernel.id,
             hypothesis_id=hyp.id,
         )
+
+
+# What a failed kernel did, as the verdict's sentence says it (the reason follows).
+_FAILED = {
+    Outcome.WRONG_OUTPUT: "computed a wrong answer",
+    Outcome.CRASH: "crashed",
+    Outcome.TIMEOUT: "ran out of time",
+    Outcome.OUT_OF_MEMORY: "ran out of memory",
+}
+
+
+def _untimed(kernel_id: int, base_id: int, ev: Evaluation | None) -> tuple[Verdict, str]:
+    """The verdict, and the sentence after "predicted ...,", on a hypothesis whose kernel has no
+    uplift. A kernel that did not compile, broke one of the evaluator's rules, or passed without a
+    time says nothing for or against the idea; one that computed a wrong answer, crashed or ran out
+    of time or memory refutes it as implemented."""
+    if ev is None:
+        return Verdict.REFUTED, f"nothing observed: kernel {kernel_id} has no evaluation"
+    outcome, reason = ev.report.outcome, ev.report.reason
+    if outcome == Outcome.COMPILE_ERROR:
+        return Verdict.BUILD_FAILED, f"nothing observed: kernel {kernel_id} did not compile: {reason}"
+    if outcome == Outcome.REJECTED_BY_RULE:
+        return Verdict.INCONCLUSIVE, f"nothing observed: the evaluator rejected kernel {kernel_id} by its {reason}"
+    if outcome == Outcome.PASSED:
+        if ev.report.score_us is None:
+            return Verdict.INCONCLUSIVE, f"nothing observed: kernel {kernel_id} passed but was not timed: {reason}"
+        return Verdict.INCONCLUSIVE, f"nothing observed: its base, kernel {base_id}, has no time to compare with"
+    return Verdict.REFUTED, f"nothing observed: kernel {kernel_id} {_FAILED.get(outcome, str(outcome))}: {reason}"

@@ -201,6 +201,34 @@ def test_launches_are_replayed_with_each_calls_tensors(monkeypatch):
     assert len(ns["BODY_RUNS"]) == 6
 
 
+class _Interpreted(_Kernel):
+    """A kernel as Triton's interpreter (or a launch capture on meta tensors) runs it: a launch
+    returns no compiled kernel, so the launch cache keeps no launcher for it."""
+
+    arg_names = ("a", "b", "c", "n", "BLOCK")
+
+    def __getitem__(self, grid):
+        def jit(*args, **cfg):
+            self.calls.append(("jit", grid, args, cfg))
+
+        return jit
+
+
+def test_without_a_compiled_launcher_the_first_call_runs_once_like_every_later_one(monkeypatch):
+    """No recording can replay a launch that has no compiled launcher, so none is made: the first
+    call of a signature launches what every later call launches (the simulated evaluator checks
+    that a call on meta tensors launches what the checked call did, rule meta_consistency)."""
+    ns, helpers = _replay_namespace(monkeypatch)
+    ns["KERNEL"] = kernel = _Interpreted()
+    fn = _compile(ns, helpers, _BODY.format(extra="", b_arg="b"))
+    calls = [_inputs() for _ in range(4)]
+    for data in calls:
+        assert fn(data) is data[2]
+    assert len(ns["BODY_RUNS"]) == 4 and not ns["_KS_PLANS"]
+    assert [c[0] for c in kernel.calls] == ["jit"] * 4
+    assert [c[2][0] for c in kernel.calls] == [data[0] for data in calls]
+
+
 _CHILD = """
 import inspect, sys, types
 import torch

@@ -14,6 +14,7 @@ import pytest
 import torch
 from kernel_scientist.evaluator import static_findings
 from kernel_scientist.knowledge import NotApplicable, Variant
+from kernel_scientist.knowledge._regions import read_tunables
 from test_task import TASK, load_submission, reference
 
 from kernel_scientist import knowledge
@@ -116,7 +117,19 @@ def test_the_hopper_pipeline_runs_in_the_interpreter(tmp_path):
         assert nvidia[name].detect(source) == params
         assert all(v.params != params for v in nvidia[name].variants(source))
     assert nvidia["accumulation_precision"].variants(source) == []  # the dot multiplies fp16 already
-    assert nvidia["tile_shape"].variants(source) == [] and nvidia["num_stages"].variants(source) == []
+    # The kernel tunes itself: a retune sets its default (what runs without a GPU) and adds that
+    # setting to the ones its tuner times, once.
+    space = next(line for line in source.splitlines() if line.startswith("TUNING_SPACE = "))
+    warps = read_tunables(source)["NUM_WARPS"]
+    staged = nvidia["num_stages"].apply(source, {"num_stages": 1})
+    tiles = nvidia["tile_shape"].apply(staged, {"BLOCK_M": 32, "BLOCK_N": 64})
+    assert nvidia["num_stages"].detect(staged) == {"num_stages": 1}
+    assert nvidia["tile_shape"].detect(tiles) == {"BLOCK_M": 32, "BLOCK_N": 64}
+    first = (read_tunables(source)["BLOCK_M"], read_tunables(source)["BLOCK_N"], warps, 1)
+    added = [line for line in tiles.splitlines() if line.startswith("TUNING_SPACE = ")]
+    assert added == [space[:-1] + f", {first}, {(32, 64, warps, 1)})"]
+    assert nvidia["num_stages"].apply(tiles, {"num_stages": 1}) == tiles  # there already: unchanged
+    assert nvidia["in_submission_tuning"].detect(tiles) == {"space": "custom"}
     with pytest.raises(NotApplicable, match="layout is fixed"):
         nvidia["layout_prepass"].apply(source, {"operands": "ab"})
     assert "tl.make_tensor_descriptor" in source and "warp_specialize=True" in source

@@ -172,8 +172,10 @@ class SimulatedBackend:
         return self._run("evaluate", source, submission_id, secret_seed)
 
     async def prescreen(self, source: str) -> EvalReport:
-        """Rules, import and the smallest check shape; no timing. duration_s is 0: it is a local
-        pre-screen that never reaches the (simulated) service."""
+        """Rules, import and the smallest check shape, the evaluation's own checks on it: its
+        launches recorded again on meta inputs must match (rule meta_consistency), and it is run
+        once more after that (correct first, wrong later); no timing. duration_s is 0: it is a
+        local pre-screen that never reaches the (simulated) service."""
         return self._run("prescreen", source, 0, 0)
 
     def prepare(self, sources: list[str]) -> None:
@@ -293,8 +295,8 @@ class SimulatedBackend:
                 [],
                 self._failed_duration(outcome),
             )
-        # evaluate re-checks the smallest check shape after launch capture (sandbox._child._work)
-        recheck = [checks[recheck_index(checks)]] if mode == "evaluate" and checks else []
+        # the child re-checks the smallest check shape after launch capture (sandbox._child._work)
+        recheck = [checks[recheck_index(checks)]] if checks else []
         verdict = self._judge(result.checks, checks + recheck)
         if verdict is not None:
             return self._report(
@@ -307,10 +309,15 @@ class SimulatedBackend:
         return self._timed(result, prov, checks, submission_id, secret_seed)
 
     def _request(self, mode: Mode, source: str, secret_seed: int) -> ChildRequest:
+        """The child's request. A pre-screen is the child's evaluation without ranked shapes, on the
+        smallest check shape: that shape's launches are then probed on meta inputs (the largest
+        check shape's are, in the evaluation), so that a kernel our own rule meta_consistency
+        would reject is sent back before an evaluation is spent on it; a probe and a re-check of
+        the smallest shape cost about 0.1 s."""
         shapes = self.task.check_shapes if mode == "evaluate" else [min(self.task.check_shapes, key=lambda s: s.work())]
         checks = [s.with_seed(mix_seed(s.seed, secret_seed)) for s in shapes]
         return ChildRequest(
-            mode=mode,
+            mode="evaluate",
             source=source,
             task_dir=self.task.path,
             modules=self.task.modules,

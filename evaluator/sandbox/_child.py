@@ -297,15 +297,34 @@ def _probe_on_meta(
         if not _no_meta_kernel(exc):
             raise
         return f"{type(exc).__name__}: {_one_line(exc, 200)}"
-    if _launch_plan(probed) != _launch_plan(real_launches):
-        return ChildResult(
-            "rejected",
-            f"rule meta_consistency: on {shape.label()} the launches recorded "
-            f"on meta inputs ({len(probed)}: {_one_line(_launch_plan(probed), 160)}) differ from "
-            f"the checked run's ({len(real_launches)}: {_one_line(_launch_plan(real_launches), 160)}); "
-            "launch the same work whatever the device",
-        )
+    meta, checked = _launch_plan(probed), _launch_plan(real_launches)
+    if meta != checked:
+        return ChildResult("rejected", f"rule meta_consistency: on {shape.label()} {_plan_difference(meta, checked)}")
     return None
+
+
+def _plan_text(plan: _Plan) -> str:
+    """One launch as a sentence names it: "fp8_gemm_kernel on a 4x1x1 grid, 4 warps, 2 stages,
+    BLOCK_K=128, BLOCK_M=64"."""
+    kernel, grid, warps, stages, constexprs = plan
+    settings = "".join(f", {name}={value}" for name, value in constexprs)
+    return f"{kernel} on a {'x'.join(map(str, grid))} grid, {warps} warps, {stages} stages{settings}"
+
+
+def _plan_difference(meta: list[_Plan], checked: list[_Plan]) -> str:
+    """Why a call on meta inputs is not the checked call, in a sentence: how many launches each
+    made and the first launch where they part."""
+    counts = f"the call made {len(meta)} launch(es) on meta inputs and {len(checked)} when it was checked"
+    at = next((i for i, (a, b) in enumerate(zip(meta, checked)) if a != b), min(len(meta), len(checked)))
+    if at < len(meta) and at < len(checked):
+        part = f"launch {at + 1} was {_plan_text(meta[at])} on meta inputs but {_plan_text(checked[at])} when checked"
+    else:
+        longer, where = (checked, "when checked") if len(checked) > len(meta) else (meta, "on meta inputs")
+        part = f"launch {at + 1}, {_plan_text(longer[at])}, came only {where}"
+    return (
+        f"{counts}; {part}. The time recorded on meta inputs would be of work the checked call did not "
+        "do: launch the same work whatever the device, and on the first call as on every other"
+    )
 
 
 def _capture_ranked(

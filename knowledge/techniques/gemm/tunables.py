@@ -2,6 +2,16 @@
 
 They still go through ``set_constant`` so a kernel whose config region lacks the constant is
 refused instead of silently gaining a setting nothing reads.
+
+On a kernel that tunes itself (``in_submission_tuning``) the constants are its default setting:
+what runs where nothing can be timed (the CPU pre-screen, and the launches the simulated evaluator
+records and times, so the simulated score of a tuning kernel is its default's) and where no
+setting of its space compiles. A retune there sets the default and adds it to the tuner's space,
+so that on a GPU it is one more setting the tuner times and keeps only if it is the fastest: the
+tuner's pick is then never slower than the default the simulation timed. Without this a tuning
+kernel's tile, warps and stages could never change again, on a GPU (a fixed space of six settings,
+most of which do not fit an MI300X's LDS with BLOCK_K 128) or in a simulated campaign, whose
+lineages through a tuning compound then stalled at its default.
 """
 
 from __future__ import annotations
@@ -10,19 +20,33 @@ from kernel_scientist.blackboard.records import Param
 from kernel_scientist.knowledge._base import Form, Technique
 from kernel_scientist.knowledge._regions import NotApplicable, has, read_tunables, require, set_constant
 from kernel_scientist.knowledge.techniques.gemm._names import TUNING
+from kernel_scientist.knowledge.techniques.gemm.tuning import add_setting
+
+_SETTING = ("BLOCK_M", "BLOCK_N", "NUM_WARPS", "NUM_STAGES")  # a tuner's setting, in its order
 
 
 def _need(source: str, *names: str, why: str) -> dict[str, int]:
+    """The config region's constants, refused where one of ``names`` is missing (or, on a kernel
+    that tunes itself, one of its default setting's)."""
     require(source, "config", why=why)
-    if has(source, TUNING):
-        raise NotApplicable(
-            f"{why}: the kernel picks its tile, warps and stages per shape itself (in-submission tuning)"
-        )
     tunables = read_tunables(source)
-    missing = [name for name in names if name not in tunables]
+    wanted = list(names) + ([n for n in _SETTING if n not in names] if has(source, TUNING) else [])
+    missing = [name for name in wanted if name not in tunables]
     if missing:
         raise NotApplicable(f"{why}: the config region has no {', '.join(missing)}")
     return tunables
+
+
+def _retune(source: str, values: dict[str, int], why: str) -> str:
+    """``source`` with the config constants set; on a kernel that tunes itself, the new default
+    setting added to the tuner's space (module docstring)."""
+    for name, value in values.items():
+        source = set_constant(source, name, value)
+    if not has(source, TUNING):
+        return source
+    tunables = read_tunables(source)
+    block_m, block_n, warps, stages = (tunables[name] for name in _SETTING)
+    return add_setting(source, (block_m, block_n, warps, stages), why)
 
 
 class TileShape(Technique):
@@ -60,9 +84,8 @@ class TileShape(Technique):
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
         self.detect(source)
-        for key in ("BLOCK_M", "BLOCK_N"):
-            source = set_constant(source, key, self._param(params, key, self._SIZES))
-        return source
+        values = {key: self._param(params, key, self._SIZES) for key in ("BLOCK_M", "BLOCK_N")}
+        return _retune(source, values, self.name)
 
 
 class _LaunchOption(Technique):
@@ -83,7 +106,7 @@ class _LaunchOption(Technique):
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
         self.detect(source)
-        return set_constant(source, self.constant, self._param(params, self.key, self.choices))
+        return _retune(source, {self.constant: self._param(params, self.key, self.choices)}, self.name)
 
 
 class Warps(_LaunchOption):

@@ -121,10 +121,8 @@ _TRIALS = (
 )
 
 
-@functools.lru_cache(maxsize=256)
-def _switches(source: str) -> tuple[int, str, int] | None:
-    """(line index, text between the braces, column after them) of the tuner's record of its
-    structure switches, ``TUNING_SWITCHES = {...}``: a module-level dict literal on one line."""
+def _one_line_literal(source: str, name: str, kind: type[ast.expr]) -> ast.expr | None:
+    """The value of the module-level ``NAME = <literal of kind>`` written on one line, or None."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -132,15 +130,56 @@ def _switches(source: str) -> tuple[int, str, int] | None:
     for node in tree.body:
         if (
             isinstance(node, ast.Assign)
-            and [ast.unparse(target) for target in node.targets] == ["TUNING_SWITCHES"]
-            and isinstance(node.value, ast.Dict)
+            and [ast.unparse(target) for target in node.targets] == [name]
+            and isinstance(node.value, kind)
             and node.col_offset == 0
             and node.lineno == node.end_lineno
         ):
-            line = source.split("\n")[node.lineno - 1]
-            end = node.value.end_col_offset or 0
-            return node.lineno - 1, line[node.value.col_offset + 1 : end - 1], end
+            return node.value
     return None
+
+
+@functools.lru_cache(maxsize=256)
+def _switches(source: str) -> tuple[int, str, int] | None:
+    """(line index, text between the braces, column after them) of the tuner's record of its
+    structure switches, ``TUNING_SWITCHES = {...}``: a module-level dict literal on one line."""
+    value = _one_line_literal(source, "TUNING_SWITCHES", ast.Dict)
+    if value is None:
+        return None
+    line = source.split("\n")[value.lineno - 1]
+    end = value.end_col_offset or 0
+    return value.lineno - 1, line[value.col_offset + 1 : end - 1], end
+
+
+@functools.lru_cache(maxsize=256)
+def _space(source: str) -> tuple[int, tuple[tuple[int, ...], ...], int] | None:
+    """(line index, settings, column after the literal) of the tuner's ``TUNING_SPACE = (...)``: a
+    module-level tuple literal of (BLOCK_M, BLOCK_N, num_warps, num_stages) settings on one line."""
+    value = _one_line_literal(source, "TUNING_SPACE", ast.Tuple)
+    if value is None:
+        return None
+    try:
+        settings = ast.literal_eval(value)
+    except ValueError:
+        return None
+    if not all(isinstance(s, tuple) and len(s) == 4 and all(type(v) is int for v in s) for s in settings):
+        return None
+    return value.lineno - 1, settings, value.end_col_offset or 0
+
+
+def add_setting(source: str, setting: tuple[int, int, int, int], technique: str) -> str:
+    """``source`` with ``setting`` (BLOCK_M, BLOCK_N, num_warps, num_stages) among the settings its
+    tuner times, last; unchanged where it is there already. Refused, naming ``technique``, where
+    the tuner's space is not one tuple literal on one line."""
+    found = _space(source)
+    if found is None:
+        raise NotApplicable(f"{technique}: the tuner's TUNING_SPACE is not a tuple of settings on one line")
+    index, settings, end = found
+    if setting in settings:
+        return source
+    lines = source.split("\n")
+    lines[index] = f"TUNING_SPACE = {(*settings, setting)!r}" + lines[index][end:]
+    return "\n".join(lines)
 
 
 def require_switches(source: str, technique: str) -> None:

@@ -9,9 +9,14 @@ docs/results.md#host-work-inside-a-call), and none of it changes while the input
 and dtypes stay the same, which in a benchmark they do for every call of a shape.
 
 How: ``custom_kernel`` is wrapped. The first call of each input signature runs as written (it may
-tune, compile and allocate), then twice more on the same inputs while the launch cache records
-each launch (the compiled launcher and its arguments) and a torch dispatch mode counts torch
-operations. If both recordings made the same launches, every tensor argument was either one of
+tune, compile and allocate), then, if every launch it made has a compiled launcher in the launch
+cache, twice more on the same inputs while the launch cache records each launch (the compiled
+launcher and its arguments) and a torch dispatch mode counts torch operations. Where launches have
+no compiled launcher (Triton's CPU interpreter, launches recorded on meta tensors) nothing is
+recorded: the recordings would run the call twice more for no plan, and the simulated evaluator,
+which checks that a call on meta tensors launches what the checked call launched (rule
+meta_consistency), rightly refuses a first call that launches two or three times the work of every
+later one. If both recordings made the same launches, every tensor argument was either one of
 the inputs (or an input read as another dtype of the same width, the fp8 flavour's view) or the
 same buffer both times, no torch operation but such views ran (an in-place zeroing or a per-call
 copy would be skipped by a replay) and the result was one of the inputs, later calls replay the
@@ -131,10 +136,9 @@ def _ks_roles(launches, data):
     """Each launch's arguments as ("input", index into data) or ("fixed", value); None if a launch
     went through the JIT (nothing to replay). An input's dtype view counts as the input."""
     roles = []
-    for launch in launches:
-        if launch is None:
+    for runner, args in launches:
+        if runner is None:
             return None
-        runner, args = launch
         roles.append((runner, tuple(
             next((("input", i) for i, d in enumerate(data) if arg is d or _ks_reinterprets(arg, d)), ("fixed", arg))
             for arg in args
@@ -173,6 +177,22 @@ def _ks_replayed(fn):
 
     refused = set()  # signatures whose recordings cannot replay: every call runs as written
 
+    def replayable(data):
+        """The signature's first run, as written, with its launches noted: (output, whether every
+        launch has a compiled launcher to replay, now that it has run). Under Triton's CPU
+        interpreter, a launch capture on meta tensors or a Triton without such launchers none has,
+        so no recording is made: a recording runs the call again, launches and all, and the
+        signature's first call would launch twice what every later call launches."""
+        launches = []
+        _KS_RECORDING.append(launches)
+        try:
+            out = fn(data)
+        finally:
+            _KS_RECORDING.clear()
+        # a JIT launch is noted as (None, its cache key): the cache holds its launcher from now on
+        ready = [runner is not None or (_COMPILED.get(key) or (None,))[0] is not None for runner, key in launches]
+        return out, bool(ready) and all(ready)
+
     def record(data):
         """One run of ``fn`` with its launches recorded: (output, (roles, result index) or None
         where it cannot be replayed)."""
@@ -207,11 +227,14 @@ def _ks_replayed(fn):
             refused.add(key)
         if key in refused:
             return fn(data)
-        # The first call of a signature: as written (it may tune, compile and allocate), then twice
-        # more on the same inputs, recorded. A leaderboard times the calls after its first. Refused
-        # until a plan is made, so a run that raises leaves the signature running as written.
+        # The first call of a signature: as written (it may tune, compile and allocate), then, where
+        # its launches can be replayed, twice more on the same inputs, recorded. A leaderboard times
+        # the calls after its first. Refused until a plan is made, so a run that raises leaves the
+        # signature running as written.
         refused.add(key)
-        fn(data)
+        out, ready = replayable(data)
+        if not ready:
+            return out
         out, first = record(data)
         if first is None:
             return out
@@ -227,6 +250,7 @@ def _ks_replayed(fn):
 '''
 
 _ENTRY = re.compile(r"^def custom_kernel\(data\):$", re.MULTILINE)
+_CACHE_TABLE = "\n_COMPILED = {}"  # the launch cache's launchers, which replayable() reads
 
 
 class LaunchReplay(Structure):
@@ -259,7 +283,8 @@ class LaunchReplay(Structure):
     def install(self, source: str) -> str:
         if not has(source, LAUNCH_CACHE):
             source = LeanHost().apply(source, {"launch": "compiled"})
-        if CACHED_CALL not in source or JIT_CALL not in source or len(_ENTRY.findall(source)) != 1:
+        known = CACHED_CALL in source and JIT_CALL in source and _CACHE_TABLE in source
+        if not known or len(_ENTRY.findall(source)) != 1:
             raise NotApplicable(f"{self.name}: the launch cache or `def custom_kernel(data):` is not in its known form")
         source = source.replace(
             CACHED_CALL,
@@ -269,7 +294,7 @@ class LaunchReplay(Structure):
         source = source.replace(
             JIT_CALL,
             "    if _KS_RECORDING:\n"
-            "        _KS_RECORDING[0].append(None)  # a JIT launch: this call cannot be replayed\n" + JIT_CALL,
+            "        _KS_RECORDING[0].append((None, key))  # a JIT launch: this call cannot be replayed\n" + JIT_CALL,
         )
         source = insert_after_region(source, LAUNCH_CACHE, REPLAY)
         return _ENTRY.sub("@_ks_replayed\ndef custom_kernel(data):", source)
