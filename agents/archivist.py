@@ -121,9 +121,10 @@ class Archivist(Agent):
             base_id=choice.base_id, reference_id=choice.reference_id, reason=choice.reason, at=self.now()
         )
         ref = f", reference {sel.reference_id}" if sel.reference_id else ""
-        self.say(
-            "selection", f"selection {sel.id}: base kernel {sel.base_id}{ref} ({choice.reason})", kernel_id=sel.base_id
-        )
+        # A reason that cites scores cites the campaign's own: say where they came from, as every timing line does.
+        times = f"; times simulated on {self.ctx.backend.spec.label}" if self.ctx.backend.simulated else ""
+        text = f"selection {sel.id}: base kernel {sel.base_id}{ref} ({choice.reason}{times if ' us' in choice.reason else ''})"
+        self.say("selection", text, kernel_id=sel.base_id)
 
 
 def _group(shape: Shape) -> str:

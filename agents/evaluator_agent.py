@@ -140,7 +140,7 @@ class EvaluatorAgent(Agent):
                 kind="queue",
                 at=self.now(),
                 kernel_id=kernel_id,
-                text=f"kernel {kernel_id}: {report.passed_score():.1f} us would lead"
+                text=f"kernel {kernel_id}: {report.passed_score():.1f} us ({report.provenance.label()}) would lead"
                 + (f" (best so far {best:.1f} us)" if best is not None else "")
                 + f"; timing it again with new inputs ({run + 1} of {self.ctx.scenario.evaluator.retime_leaders + 1})",
             )
@@ -194,7 +194,7 @@ class EvaluatorAgent(Agent):
                 kind="queue",
                 at=self.now(),
                 kernel_id=ev.kernel_id,
-                text=f"kernel {ev.kernel_id} leads ({score:.1f} us) with "
+                text=f"kernel {ev.kernel_id} leads ({score:.1f} us, {ev.report.provenance.label()}) with "
                 + ("one timing" if done == 1 else f"{done} timings")
                 + ("" if recorded else " (recorded by an earlier run or version)")
                 + f"; timing it again with new inputs ({done + 1} of {wanted})",
@@ -243,7 +243,7 @@ class EvaluatorAgent(Agent):
 
 def evaluation_text(kernel_id: int, report: EvalReport) -> str:
     """The evaluator's line for one result, labelled from its provenance ("simulated on ..." or
-    "measured on ...")."""
+    "measured on ..."), as is every line of this agent that states a time."""
     score = report.passed_score()
     if score is not None:
         runs = ", ".join(f"{r:.1f}" for r in report.runs_us)

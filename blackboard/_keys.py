@@ -10,6 +10,7 @@ cannot drift from the Structs. Ranges come from the ``msgspec.Meta`` annotations
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterator
 
 import msgspec
@@ -94,8 +95,7 @@ def explain(struct: type, tree: dict[str, object], message: str) -> str:
     text, sep, where = message.partition(" - at `$")
     path = where.rstrip("`").lstrip(".") if sep else ""
     if text.startswith("Object contains unknown field"):
-        name = text.split("`")[1]
-        return f"{path + '.' if path else ''}{name}: unknown key"
+        return unknown(struct, tree, path, text.split("`")[1])
     t = field_type(struct, path) if path else None
     if t is None:
         return f"{path}: {text}" if path else text
@@ -105,6 +105,48 @@ def explain(struct: type, tree: dict[str, object], message: str) -> str:
     wrong_kind = ", got `" in text or text.startswith("Invalid enum")  # else: the right kind, out of range
     got = "" if value is msgspec.UNSET else f"; got {describe(value, wrong_kind)}"
     return f"{path}: expects {accepts(t)}{got}"
+
+
+def unknown(struct: type, tree: dict[str, object], path: str, name: str) -> str:
+    """An unknown key or table ``name`` in the table at ``path``, with the known key a user most
+    likely meant: "agents.engineer: unknown key; did you mean agents.engineers?"."""
+    prefix = f"{path}." if path else ""
+    key = prefix + name
+    value = lookup(tree, key)
+    table = isinstance(value, dict)
+    what = "unknown table" if table else "unknown key"
+    rest = _leaves(value)[0] if table else ""  # the first key the user wrote under it
+    written = f"{key}.{rest}" if rest else key
+    said = f"{written}: {what} {key}" if table and rest else f"{key}: {what}"
+    known = [k for k, _, _ in keys(struct) if k != "source"]
+    here = field_type(struct, path) if path else mi.type_info(struct)
+    names = [f.encode_name for f in here.fields if f.encode_name != "source"] if isinstance(here, mi.StructType) else []
+    near = _closest(name, names)
+    if near is not None:  # a typo in this table: agents.engineer -> agents.engineers, agent -> agents
+        meant = prefix + near
+        whole = f"{meant}.{rest}"
+        return f"{said}; did you mean {whole if rest and whole in known else meant}?"
+    elsewhere = [k for k in known if k.rsplit(".", 1)[-1] == name]
+    if len(elsewhere) == 1:  # the right key in the wrong table: evaluator.engineers -> agents.engineers
+        return f"{said}; did you mean {elsewhere[0]}?"
+    where = f"the keys of [{path}]" if path else "a scenario's tables"
+    return f"{said}; {where}: {', '.join(names)}"
+
+
+def _closest(name: str, names: list[str]) -> str | None:
+    """The known name ``name`` most likely misspells (difflib), or the one it cuts short."""
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    if close:
+        return close[0]
+    longer = [n for n in names if n.startswith(name)]  # rate -> rate_per_hour
+    return longer[0] if len(longer) == 1 else None
+
+
+def _leaves(table: object) -> list[str]:
+    """The dotted keys under a table the user wrote ([""] for an empty one)."""
+    if not isinstance(table, dict) or not table:
+        return [""]
+    return [f"{k}{'.' + leaf if leaf else ''}" for k, v in table.items() for leaf in _leaves(v)]
 
 
 def default_text(value: object) -> str:

@@ -4,10 +4,16 @@ With a simulated backend the whole campaign runs on trio's MockClock (autojump):
 time, evaluation time and the rate limit pass in virtual time, and wall time is spent only on real
 work (kernel transformations, the sandboxed CPU checks). With a real backend it would run on the
 wall clock; the agents cannot tell the difference.
+
+At the deadline nothing new starts and the evaluations in flight finish and are recorded (their
+hardware time is spent); the runner says so then, and the closing line says when the last of them
+ended (docs/tuning.md, "The deadline"). Ctrl-C anywhere after the blackboard holds the campaign
+says where it stopped and how to continue (``interrupted_text``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 import zlib
@@ -17,8 +23,10 @@ from pathlib import Path
 
 import anyio
 import trio.testing
+from anyio.abc import TaskStatus
 
 from kernel_scientist.agents import (
+    Agent,
     Archivist,
     Brain,
     CampaignClock,
@@ -39,6 +47,7 @@ from kernel_scientist.blackboard import (
     Message,
     RunSegment,
     Scenario,
+    SubmissionState,
     metrics,
     retune,
     scenario_from_json,
@@ -71,11 +80,83 @@ class NothingToResume(Exception):
     """``resume`` of a campaign that has already closed; nothing was written."""
 
 
-def check_new(db: Path) -> None:
-    if db.exists():
+def check_new(db: Path, fresh_name: str = "", named: bool = True) -> None:
+    """Refuse, in one line whose advice works when followed, a --db that ``run`` cannot create
+    without touching what the user did not ask it to: a path that exists (a campaign's blackboard,
+    another file, a folder), a conversation log beside it, or (``named``: the user typed the path)
+    a parent folder that does not exist. ``fresh_name`` is the file name a suggested path uses
+    where the given one is a folder or not a blackboard (the scenario's default name)."""
+    from kernel_scientist.blackboard import inspect, open_existing
+
+    fresh = fresh_name or db.name
+    if db.is_dir():
         raise BlackboardError(
-            f"{db} already exists; resume it with `kernel-scientist resume --db {db}` or pass another --db"
+            f"--db {db}: is a folder; name the blackboard file to create, e.g. --db {_free(db / fresh)}"
         )
+    if db.exists():
+        try:
+            inspect(db)
+        except BlackboardError as exc:
+            what = str(exc).split(";")[0]  # what the file is; its advice is for commands that read one
+            raise BlackboardError(
+                f"{what}; `run` creates a new blackboard and never overwrites a file: "
+                f"pass a new path, e.g. --db {_free(db.with_name(fresh))}"
+            ) from None
+        with open_existing(db) as board:
+            closed = finished_at(board)
+        carry_on = (
+            f"continue it with `kernel-scientist resume --db {db}`"
+            if closed is None
+            else f"it finished at {logs.clock(closed)} campaign time (its leaderboard: "
+            f"`kernel-scientist status --db {db}`)"
+        )
+        raise BlackboardError(f"{db} already holds a campaign; {carry_on}, or start a new one with --db {_free(db)}")
+    log = logs.jsonl_path(db)
+    if log.exists():
+        raise BlackboardError(
+            f"{log} already exists and the new campaign's conversation would be appended to it; "
+            f"pass another --db, e.g. --db {_free(db)}"
+        )
+    parent = db.parent
+    if parent.exists() and not parent.is_dir():
+        raise BlackboardError(f"--db {db}: {parent} is a file, not a folder; pass another --db")
+    if named and not parent.exists():
+        raise BlackboardError(
+            f"--db {db}: no folder {parent} to write it in; create it first (mkdir -p {parent}) or pass another --db"
+        )
+
+
+def _free(db: Path) -> Path:
+    """``db``, or the first of ``name-2.sqlite``, ``name-3.sqlite``, ... that neither exists nor has a
+    conversation log beside it: a path ``run`` would accept."""
+    stem, suffix = db.stem, db.suffix or ".sqlite"
+    candidate, n = db.with_suffix(suffix), 1
+    while candidate.exists() or logs.jsonl_path(candidate).exists():
+        n += 1
+        candidate = db.with_name(f"{stem}-{n}{suffix}")
+    return candidate
+
+
+def interrupted_text(db: Path | None, resume: bool = False) -> str:
+    """The one line for Ctrl-C during ``run`` or ``resume``, wherever it lands: before the
+    blackboard holds a campaign, nothing was written; after, where the campaign stopped and the
+    command that continues it (or, once it has closed, where its leaderboard is)."""
+    from kernel_scientist.blackboard import open_existing
+
+    if db is None or not db.exists():
+        return f"interrupted before the campaign {'resumed' if resume else 'started'}; nothing was written"
+    try:
+        with open_existing(db) as board:
+            board.campaign()  # a blackboard that holds no campaign raises here
+            at, closed = board.clock(), finished_at(board)
+    except BlackboardError as exc:
+        return f"interrupted; {exc}"
+    if closed is not None:
+        return (
+            f"interrupted after the campaign finished at {logs.clock(closed)} campaign time; "
+            f"its leaderboard: `kernel-scientist status --db {db}`"
+        )
+    return f"interrupted at {logs.clock(at)} campaign time; continue with `kernel-scientist resume --db {db}`"
 
 
 def start(
@@ -88,7 +169,7 @@ def start(
     (``learn.read_all``) seed its findings with what earlier campaigns measured. A start that
     fails (no API key, no GPU, a broken task) or is interrupted before the campaign is recorded
     leaves no file behind."""
-    check_new(db)
+    check_new(db, named=False)
     return _run(scenario, db, listeners, resume=False, lessons=lessons)
 
 
@@ -143,64 +224,80 @@ def _run(
         try:
             board = _open_board(scenario, db, task, backend, resume, seed_source)
         except KeyboardInterrupt:
-            raise Interrupted(
-                f"interrupted before the campaign {'resumed' if resume else 'started'}; nothing was written"
-            ) from None
-        with board:
-            for listener in listeners:
-                board.on_message(listener)
-            if resume:
-                ev = scenario.evaluator
-                board.start_segment(
-                    RunSegment(
-                        started_at=board.clock(),
-                        rate_per_hour=ev.rate_per_hour,
-                        in_flight=ev.in_flight,
-                        hours=scenario.campaign.hours,
-                        settings=list(retuned),
-                    )
-                )
-                released = board.release_leases()
-                board.say(
-                    agent="runner",
-                    kind="info",
-                    at=board.clock(),
-                    text=f"resumed at campaign time {board.clock() / 3600:.2f} h; "
-                    f"{released} unfinished claims handed back"
-                    + (f"; this run with {', '.join(retuned)}" if retuned else ""),
-                )
-            else:
-                board.say(
-                    agent="runner",
-                    kind="info",
-                    at=0.0,
-                    kernel_id=board.kernels()[0].id,
-                    text=f"campaign '{scenario.campaign.name}' on {task.name}: {scenario.campaign.hours:g} h "
-                    f"({'virtual' if backend.simulated else 'wall'} clock), backend {backend.name} "
-                    f"({backend.device_name}), seed {scenario.campaign.seed}; reference "
-                    f"{_reference_text(board.campaign().reference, backend.simulated)}",
-                )
-                learn.record(board, list(lessons), at=0.0)
-            clock = CampaignClock(offset=board.clock(), deadline=scenario.campaign.hours * 3600.0)
-            options = {"clock": trio.testing.MockClock(autojump_threshold=0)} if backend.simulated else {}
-            try:
-                anyio.run(_agents, board, scenario, clock, backend, task, backend="trio", backend_options=options)
-            except BaseException as exc:
-                lost = _lost(exc)
-                if lost is not None:
+            raise Interrupted(interrupted_text(db, resume)) from None
+        try:
+            with board:
+                try:
+                    released = _campaign(board, scenario, task, backend, listeners, resume, retuned, lessons)
+                except BaseException as exc:
+                    lost = _lost(exc)
+                    if lost is None:
+                        raise
                     raise Stopped(
                         f"{lost}; the campaign stopped at {logs.clock(board.clock())} campaign time "
                         "with every finished evaluation recorded; continue with `kernel-scientist "
                         f"resume --db {db}` once the cluster is back (--set evaluator.ray_address=... "
                         "if its address changed)"
                     ) from None
-                if not _is_interrupt(exc):
-                    raise
-                raise Interrupted(
-                    f"interrupted at {logs.clock(board.clock())} campaign time; continue with "
-                    f"`kernel-scientist resume --db {db}`"
-                ) from None
+        except BaseException as exc:
+            if not _is_interrupt(exc):
+                raise
+            # Wherever it landed (the opening lines, the agents, the closing line, closing the
+            # file), the blackboard holds the campaign: the line says where it stopped.
+            raise Interrupted(interrupted_text(db, resume)) from None
     return Outcome(db=db, resumed=resume, released=released, wall_s=time.perf_counter() - wall)
+
+
+def _campaign(
+    board: Blackboard,
+    scenario: Scenario,
+    task: Task,
+    backend: Backend,
+    listeners: Sequence[Callable[[Message], None]],
+    resume: bool,
+    retuned: Sequence[str],
+    lessons: Sequence[learn.Lesson],
+) -> int:
+    """Say how the campaign starts (or resumes), then run the agents past the deadline until the
+    work in flight has ended; returns the number of claims a resume handed back."""
+    for listener in listeners:
+        board.on_message(listener)
+    released = 0
+    if resume:
+        ev = scenario.evaluator
+        board.start_segment(
+            RunSegment(
+                started_at=board.clock(),
+                rate_per_hour=ev.rate_per_hour,
+                in_flight=ev.in_flight,
+                hours=scenario.campaign.hours,
+                settings=list(retuned),
+            )
+        )
+        released = board.release_leases()
+        board.say(
+            agent="runner",
+            kind="info",
+            at=board.clock(),
+            text=f"resumed at campaign time {board.clock() / 3600:.2f} h; "
+            f"{released} unfinished claims handed back" + (f"; this run with {', '.join(retuned)}" if retuned else ""),
+        )
+    else:
+        board.say(
+            agent="runner",
+            kind="info",
+            at=0.0,
+            kernel_id=board.kernels()[0].id,
+            text=f"campaign '{scenario.campaign.name}' on {task.name}: {scenario.campaign.hours:g} h "
+            f"({'virtual' if backend.simulated else 'wall'} clock), backend {backend.name} "
+            f"({backend.device_name}), seed {scenario.campaign.seed}; reference "
+            f"{_reference_text(board.campaign().reference, backend.simulated)}",
+        )
+        learn.record(board, list(lessons), at=0.0)
+    clock = CampaignClock(offset=board.clock(), deadline=scenario.campaign.hours * 3600.0)
+    options = {"clock": trio.testing.MockClock(autojump_threshold=0)} if backend.simulated else {}
+    anyio.run(_agents, board, scenario, clock, backend, task, backend="trio", backend_options=options)
+    return released
 
 
 def _open_board(
@@ -215,9 +312,11 @@ def _open_board(
     reference = backend.reference_report()  # the slow part of a start: before the file exists
     if isinstance(backend, StartsInBackground):  # it started meanwhile; one that cannot refuses here
         backend.wait_started()
-    db.parent.mkdir(parents=True, exist_ok=True)
-    board = Blackboard(db)
+    made = [folder for folder in (db.parent, *db.parent.parents) if not folder.exists()]  # the default out_dir
+    board: Blackboard | None = None
     try:
+        db.parent.mkdir(parents=True, exist_ok=True)
+        board = Blackboard(db)
         board.create_campaign(
             Campaign(
                 name=scenario.campaign.name,
@@ -243,10 +342,14 @@ def _open_board(
             state=KernelState.DRAFT,
             summary=f"seed submission ({scenario.seed_path().name})",
         )
-    except BaseException:
-        board.close()
+    except BaseException:  # Ctrl-C included: a start that did not finish leaves nothing behind
+        if board is not None:
+            board.close()
         for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
             path.unlink(missing_ok=True)
+        for folder in made:  # innermost first; a folder something else wrote into stays
+            with contextlib.suppress(OSError):
+                folder.rmdir()
         raise
     return board
 
@@ -308,11 +411,12 @@ async def _agents(board: Blackboard, scenario: Scenario, clock: CampaignClock, b
     critic = Critic(context("critic"), "critic", rank=3)
     evaluator = EvaluatorAgent(context("evaluator"), "evaluator", rank=8)
     engineers = [Engineer(context(f"engineer-{i + 1}"), f"engineer-{i + 1}", rank=24 + i) for i in range(cfg.engineers)]
+    deadline = _AtDeadline(context("runner"), "runner", rank=0)  # rank 0: the slot no agent uses
     if clock.over():
         board.say(agent="runner", kind="info", at=clock.now(), text="the campaign is already past its deadline")
     else:
         async with anyio.create_task_group() as root:
-            for agent in (evaluator, critic, archivist, theorist, *engineers):
+            for agent in (evaluator, critic, archivist, theorist, *engineers, deadline):
                 await root.start(agent.run)
     # The queue has drained: judge and digest what finished after the deadline.
     await critic.final_pass()
@@ -331,5 +435,63 @@ async def _agents(board: Blackboard, scenario: Scenario, clock: CampaignClock, b
         agent="runner",
         kind="closing",
         at=clock.now(),
-        text=f"campaign over at {clock.now() / 3600:.2f} h: {len(board.evaluations())} evaluations",
+        text=_closing_text(board, clock, deadline.in_flight),
     )
+
+
+class _AtDeadline(Agent):
+    """The runner at the deadline: says that nothing new starts, which evaluations are still in
+    flight (they finish and are recorded: their hardware time is spent, and on a real GPU an
+    abandoned run would be a paid-for measurement thrown away) and what stays queued; remembers
+    the submissions in flight for the closing line."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.in_flight: list[int] = []  # submission ids
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        clock = self.ctx.clock
+        await anyio.sleep_until(clock.to_loop(clock.deadline))
+        await self.act()
+        leased = self.board.submissions(SubmissionState.LEASED)
+        queued = len(self.board.submissions(SubmissionState.QUEUED))
+        self.in_flight = [s.id for s in leased]
+        kernels = ", ".join(str(s.kernel_id) for s in leased)
+        if not leased:
+            running = "no evaluation is in flight"
+        elif len(leased) == 1:
+            running = f"the evaluation of kernel {kernels} in flight finishes and is recorded"
+        else:
+            running = f"the {len(leased)} evaluations in flight (kernels {kernels}) finish and are recorded"
+        self.say(
+            "info",
+            f"deadline {_hours(clock.deadline)} reached: nothing new starts; {running}"
+            + (f"; {_count(queued, 'queued submission')} left unevaluated" if queued else ""),
+        )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _closing_text(board: Blackboard, clock: CampaignClock, in_flight: list[int]) -> str:
+    """The closing line: the deadline and, when evaluations were in flight then, when the last of
+    them finished (the campaign's real end)."""
+    total = _count(len(board.evaluations()), "evaluation")
+    deadline = _hours(clock.deadline)
+    if in_flight:
+        ends = [e.finished_at for e in board.evaluations() if e.submission_id in in_flight]
+        which = "the evaluation" if len(in_flight) == 1 else f"the {len(in_flight)} evaluations"
+        return (
+            f"campaign over: deadline {deadline}; {which} in flight at the deadline finished "
+            f"{'at' if len(in_flight) == 1 else 'by'} {max(ends, default=clock.now()) / 3600:.2f} h; {total}"
+        )
+    if clock.now() < clock.deadline + 60:  # the agents stop within moments of it
+        return f"campaign over at its deadline, {deadline}, with nothing in flight; {total}"
+    return f"campaign over at {clock.now() / 3600:.2f} h (deadline {deadline}); {total}"
+
+
+def _hours(seconds: float) -> str:
+    """A deadline as the scenario wrote it (campaign.hours): 24 h, 0.3 h, 0.01 h."""
+    return f"{seconds / 3600:g} h"

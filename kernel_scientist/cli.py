@@ -10,6 +10,7 @@ cluster went away does the same with exit code 3.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Callable
@@ -21,18 +22,40 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 
 
 def main(argv: list[str] | None = None) -> int:
+    args: argparse.Namespace | None = None
     try:
         args = parser().parse_args(argv)
-    except KeyboardInterrupt:  # Ctrl-C while the commands import
-        return _interrupted("interrupted")
-    try:
-        return _handle(args)
+        code = _handle(args)
     except BaseException as exc:
-        if isinstance(exc, KeyboardInterrupt) or (
+        # Ctrl-C lands anywhere: in an import, in a command, while a campaign closes its file.
+        # Each command that keeps something going names what stopped (``on_interrupt``).
+        if not isinstance(exc, KeyboardInterrupt) and not (
             isinstance(exc, BaseExceptionGroup) and exc.subgroup(KeyboardInterrupt) is not None
         ):
-            return _interrupted("interrupted")
-        raise
+            raise
+        code = _interrupted(_interrupt_line(args))
+    if code == EXIT_INTERRUPTED and argv is None:  # the program itself (both entry points)
+        # CPython remembers a KeyboardInterrupt that passed through code an extension ran with
+        # PyRun_String and, at exit, kills itself with SIGINT instead of exiting with our code,
+        # after our line (about one interrupt in twenty). Everything this command opened is
+        # closed by now: leave with the code.
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError):  # a reader that has gone (`logs -f | head`)
+                stream.flush()
+        os._exit(code)
+    return code
+
+
+def _interrupt_line(args: argparse.Namespace | None) -> str:
+    if args is None:  # still reading the command line: no command has begun
+        return "interrupted while starting; nothing was written"
+    line: Callable[[argparse.Namespace], str] | None = getattr(args, "on_interrupt", None)
+    if line is None:
+        return "interrupted"
+    try:
+        return line(args)
+    except KeyboardInterrupt:  # a second Ctrl-C while the line was being worked out
+        return "interrupted"
 
 
 def _handle(args: argparse.Namespace) -> int:

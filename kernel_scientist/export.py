@@ -1,13 +1,16 @@
 """A campaign's kernel as a file a leaderboard user can submit as it is.
 
-The file starts with the two ``#!POPCORN`` lines the GPU MODE leaderboard routes by: the task's
-leaderboard name and the GPU the kernel's score was measured (or simulated) on, taken from the
-evaluation's provenance rather than assumed. A header comment says where the file came from
-(campaign, kernel, score, protocol, lineage), so a number read off the leaderboard can be traced
-back to the blackboard. An evolved kernel inherits the seed's module docstring word for word,
-which describes the seed ("a plain, correct Triton kernel") and not what the campaign made of it;
-that docstring is replaced by one listing the changes applied on the way from the seed. A
-docstring the kernel's author wrote (an LLM engineer may) is kept.
+The file starts with the ``#!POPCORN`` lines the GPU MODE leaderboard routes by: the task's
+leaderboard name and, when the kernel's score was measured on a GPU, that GPU, taken from the
+evaluation's provenance rather than assumed. A simulated score is a prediction that no leaderboard
+GPU produced, so such a file names none: a comment line says the score is simulated and on which
+device, and how to choose the GPU (a ``#!POPCORN gpus`` line of one's own, or ``--gpus NAME``,
+which writes it). A header comment says where the file came from (campaign, kernel, score,
+protocol, lineage), so a number read off the leaderboard can be traced back to the blackboard. An
+evolved kernel inherits the seed's module docstring word for word, which describes the seed ("a
+plain, correct Triton kernel") and not what the campaign made of it; that docstring is replaced by
+one listing the changes applied on the way from the seed. A docstring the kernel's author wrote
+(an LLM engineer may) is kept.
 """
 
 from __future__ import annotations
@@ -31,10 +34,15 @@ LEADERBOARD_GPUS = (
 )
 
 
+def _known() -> str:
+    return ", ".join(name for name, _ in LEADERBOARD_GPUS)
+
+
 class Export(msgspec.Struct, frozen=True):
     text: str  # the whole file
     kernel_id: int
-    gpu: str
+    gpu: str  # the `#!POPCORN gpus` line's GPU; "" when the file has none (a simulated score, no --gpus)
+    simulated: bool  # the score is the timing model's prediction, not a measurement
     note: str = ""  # something the user must check before submitting ("" = nothing)
 
 
@@ -47,10 +55,9 @@ def leaderboard_gpu(device: str) -> tuple[str, str]:
             return name, ""
     short = device.replace("(simulated)", "").replace("NVIDIA", "").replace("AMD", "").strip().split()
     guess = short[-1] if short else "unknown"
-    known = ", ".join(name for name, _ in LEADERBOARD_GPUS)
     return guess, (
-        f"{device} is not one of the leaderboard GPUs this version knows ({known}); "
-        f"change the `#!POPCORN gpus` line to the GPU you submit to"
+        f"{device} is not one of the leaderboard GPUs this version knows ({_known()}); "
+        f"change the `#!POPCORN gpus` line to the GPU you submit to, or export with --gpus NAME"
     )
 
 
@@ -120,15 +127,39 @@ def _lineage_docstring(task: str, chain: list[Kernel], board: Blackboard, score:
     return f'"""{text}\n"""'
 
 
-def export(board: Blackboard, kernel_id: int, db_name: str, version: str) -> Export:
-    """The submission file for kernel ``kernel_id``. Raises KeyError when there is no such kernel."""
+def _gpu_lines(device: str, simulated: bool, chosen: str | None) -> tuple[list[str], str, str]:
+    """The header lines that route the file, the GPU they name ("" = none) and a note.
+
+    A measured score names the GPU that measured it, unless the user chose another (``chosen``,
+    --gpus). A simulated score names none unless the user chose one: no leaderboard GPU produced
+    it, and a line taken from the simulated device would pass a prediction off as that GPU's time."""
+    hardware = device.replace("(simulated)", "").strip()
+    source_gpu, note = leaderboard_gpu(device)
+    if chosen is not None:
+        other = not simulated and chosen != source_gpu
+        note = f"the score was measured on {hardware}, not on {chosen} (--gpus)" if other else ""
+    if not simulated:
+        gpu = chosen or source_gpu
+        return [f"#!POPCORN gpus {gpu}"], gpu, note
+    said = f"# Simulated score: the analytic model's prediction for {hardware}, measured on no GPU"
+    if chosen is None:
+        example = "H100" if note else source_gpu  # a leaderboard name, also for a device it lacks
+        how = f"add a line such as `#!POPCORN gpus {example}` for the GPU you submit to, or export with --gpus NAME"
+        return [f"{said}, so this file names no leaderboard GPU; {how}."], "", ""
+    return [f"#!POPCORN gpus {chosen}", f"{said}; the `gpus` line above is the one --gpus chose."], chosen, note
+
+
+def export(board: Blackboard, kernel_id: int, db_name: str, version: str, gpus: str | None = None) -> Export:
+    """The submission file for kernel ``kernel_id``, routed to ``gpus`` when given (one of
+    ``LEADERBOARD_GPUS``' names). Raises KeyError when there is no such kernel."""
     campaign = board.campaign()
     kernel = board.kernel(kernel_id)
     chain = lineage(board, kernel)
     ev = board.evaluation_for(kernel.id)
     prov = ev.report.provenance if ev else (campaign.reference.provenance if campaign.reference else None)
     device = prov.device if prov else campaign.backend
-    gpu, note = leaderboard_gpu(device)
+    simulated = prov.simulated if prov else campaign.simulated
+    routing, gpu, note = _gpu_lines(device, simulated, gpus)
     if ev and (passed := ev.report.passed_score()) is not None:
         score = (
             f"{passed:.1f} us geometric mean over {len(ev.report.shapes)} ranked shapes "
@@ -138,7 +169,7 @@ def export(board: Blackboard, kernel_id: int, db_name: str, version: str) -> Exp
         score = f"{_score(board, kernel.id)} (this kernel has no passing evaluation)"
     header = [
         f"#!POPCORN leaderboard {leaderboard_name(board, chain)}",
-        f"#!POPCORN gpus {gpu}",
+        *routing,
         f"# Exported by kernel-scientist {version} from campaign '{campaign.name}' (seed {campaign.seed}, "
         f"blackboard {db_name}).",
         f"# Kernel {kernel.id} ({kernel.state}): {score}.",
@@ -151,4 +182,4 @@ def export(board: Blackboard, kernel_id: int, db_name: str, version: str) -> Exp
     if span is not None and seed_doc is not None and span[2] == seed_doc[2] and len(chain) > 1:  # inherited
         doc = _lineage_docstring(campaign.task, chain, board, score, "# region:" in source)
         body = body[: span[0] - 1] + doc.splitlines() + body[span[1] :]
-    return Export(text="\n".join(header + body) + "\n", kernel_id=kernel.id, gpu=gpu, note=note)
+    return Export(text="\n".join(header + body) + "\n", kernel_id=kernel.id, gpu=gpu, simulated=simulated, note=note)

@@ -396,6 +396,8 @@ def _build(board: Blackboard, out: Path, step: Callable[[str], None]) -> Report:
 
 
 STEPS = 6  # the number of ``step`` calls ``build`` makes (for progress bars)
+# Every file a report may write into its folder (``report --out`` replaces them only with --force).
+FILES = ("index.html", "best_score.png", "per_shape.png", "lineage.png", "hypotheses.png", "evaluator.png", "llm.png")
 
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1300px; color: #222; }

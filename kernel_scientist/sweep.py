@@ -173,10 +173,14 @@ def execute(
     results: dict[int, RunResult] = {}
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = {pool.submit(one, run): i for i, run in enumerate(runs)}
-        for fut in as_completed(futures):
-            result = fut.result()
-            results[futures[fut]] = result
-            done(result)
+        try:
+            for fut in as_completed(futures):
+                result = fut.result()
+                results[futures[fut]] = result
+                done(result)
+        except BaseException:  # Ctrl-C: the campaigns not yet started never start (the pool would run them)
+            pool.shutdown(cancel_futures=True)
+            raise
     return [results[i] for i in range(len(runs))]
 
 

@@ -5,8 +5,10 @@ A fenced block is an example when the line before its opening fence is a marker:
     <!-- example: COMMAND -->                      the block is COMMAND's output (stdout and stderr)
     <!-- example $: COMMAND ;; COMMAND -->         each "$ COMMAND" shown, then its output
     <!-- example 2026-12-07: COMMAND -->           expensive: made on that date, not re-run by --check
+    <!-- example width=116: COMMAND -->            longer lines cut there, ending in "…"
 
-A part that starts with ``(setup)`` runs first and is not shown (``(setup) sqlite3 notes.db ...``).
+A part that starts with ``(setup)`` runs in its turn and is not shown (``(setup) sqlite3 notes.db ...``;
+``(setup) cp sweep/sweep.png "$REPO/docs/"`` keeps a figure the command drew).
 
 COMMAND runs in bash (pipes allowed, e.g. ``| head -5`` to pick lines) in a fresh temporary folder
 whose ``scenarios`` links to the repository's, so what it writes (``runs/``, ``--out``) lands there
@@ -34,7 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MARKER = re.compile(r"^<!-- example(?P<dollar> \$)?(?: (?P<date>\d{4}-\d{2}-\d{2}))?: (?P<command>.+?) -->$")
+MARKER = re.compile(
+    r"^<!-- example(?P<dollar> \$)?(?: (?P<date>\d{4}-\d{2}-\d{2}))?(?: width=(?P<width>\d+))?: (?P<command>.+?) -->$"
+)
 TIMEOUT_S = 600
 
 
@@ -45,6 +49,7 @@ class Example:
     command: str
     dollar: bool  # the block shows "$ COMMAND" before the output
     date: str | None  # an expensive example: the day it was made
+    width: int | None  # lines longer than this are cut, ending in "…"
     body: list[str]  # the block's lines as the page has them
     start: int  # 0-based index of the block's first line (after the opening fence)
 
@@ -79,7 +84,16 @@ def examples(page: Path) -> list[Example]:
         if end is None:
             raise SystemExit(f"doc_examples: {_name(page)}:{i + 2}: the block never closes")
         found.append(
-            Example(page, i + 1, marker["command"], bool(marker["dollar"]), marker["date"], lines[i + 2 : end], i + 2)
+            Example(
+                page,
+                i + 1,
+                marker["command"],
+                bool(marker["dollar"]),
+                marker["date"],
+                int(marker["width"]) if marker["width"] else None,
+                lines[i + 2 : end],
+                i + 2,
+            )
         )
     return found
 
@@ -89,7 +103,7 @@ def run(example: Example) -> list[str]:
     shown: list[str] = []
     with tempfile.TemporaryDirectory(prefix="ks-example-") as tmp:
         (Path(tmp) / "scenarios").symlink_to(ROOT / "scenarios")
-        env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1", "PYTHONHASHSEED": "0"}
+        env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1", "PYTHONHASHSEED": "0", "REPO": str(ROOT)}
         for part in example.command.split(" ;; "):
             setup = part.startswith("(setup) ")
             command = part.removeprefix("(setup) ")
@@ -105,7 +119,9 @@ def run(example: Example) -> list[str]:
                 continue
             out = (done.stdout + done.stderr).rstrip("\n").splitlines()
             shown += ([f"$ {command}"] if example.dollar else []) + out
-    return shown
+    if example.width is None:
+        return shown
+    return [line if len(line) <= example.width else line[: example.width - 1] + "…" for line in shown]
 
 
 def main(argv: list[str]) -> int:

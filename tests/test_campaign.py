@@ -254,3 +254,48 @@ def test_retime_leaders_0_times_every_candidate_once(tmp_path):
     db, _ = _run_smoke(tmp_path, "once", "--set", "evaluator.retime_leaders=0", "--set", "campaign.hours=1")
     with open_existing(db) as board:
         assert board.evaluations() and not [e for e in board.evaluations() if e.report.runs_us]
+
+
+def _end_as_recorded(board, hours):
+    """The runner's deadline line and closing line, worked out from the records alone."""
+    deadline = hours * 3600
+    evals = board.evaluations()
+    late = [e for e in evals if e.started_at < deadline < e.finished_at]
+    total = f"{len(evals)} evaluation{'' if len(evals) == 1 else 's'}"
+    if not late:
+        return (
+            "no evaluation is in flight",
+            f"campaign over at its deadline, {hours:g} h, with nothing in flight; {total}",
+        )
+    kernels = ", ".join(str(e.kernel_id) for e in late)
+    if len(late) == 1:
+        running, which = f"the evaluation of kernel {kernels} in flight finishes and is recorded", "the evaluation"
+    else:
+        running = f"the {len(late)} evaluations in flight (kernels {kernels}) finish and are recorded"
+        which = f"the {len(late)} evaluations"
+    end = max(e.finished_at for e in late) / 3600
+    verb = "at" if len(late) == 1 else "by"
+    return (
+        running,
+        f"campaign over: deadline {hours:g} h; {which} in flight at the deadline finished {verb} {end:.2f} h; {total}",
+    )
+
+
+@pytest.mark.parametrize("hours", [0.01, 3])
+def test_a_campaign_ends_at_its_deadline_and_says_what_ran_past_it(smoke, tmp_path, hours):
+    """At 0.01 h (36 s) the seed's evaluation, started at 30 s, is in flight: it is finished and
+    recorded, nothing new starts, and the closing line gives the deadline and when it ended. The
+    3-hour smoke campaign ends as its records say (whichever way that is)."""
+    db = smoke[0] if hours == 3 else _run_smoke(tmp_path, "short", "--set", f"campaign.hours={hours}")[0]
+    deadline = hours * 3600
+    with open_existing(db) as board:
+        evals, msgs = board.evaluations(), board.messages()
+        running, closing = _end_as_recorded(board, hours)
+    said = [m for m in msgs if m.agent == "runner" and m.text.startswith("deadline")]
+    assert len(said) == 1 and deadline <= said[0].at < deadline + 0.1
+    assert said[0].text.startswith(f"deadline {hours:g} h reached: nothing new starts; {running}")
+    assert all(e.started_at < deadline for e in evals)  # nothing started after the deadline
+    assert msgs[-1].kind == "closing" and msgs[-1].text == closing
+    assert msgs[-1].at >= max(e.finished_at for e in evals)
+    if hours == 0.01:
+        assert "finished at 0.06 h; 1 evaluation" in closing  # the seed's two timings: 00:00:30 to 00:03:31

@@ -247,9 +247,9 @@ def _bad_values(command, action, files):
     option = action.option_strings[0] if action.option_strings else action.dest
     if (command, option) in OUTPUTS:  # report and sweep create their folder; the others write a file
         return {
-            "run": [files["foreign"], files["folder"]],
-            "report": [files["binary"]],
-            "sweep": [files["binary"]],
+            "run": [files["foreign"], files["folder"], files["missing_parent"], files["binary"], files["empty"]],
+            "report": [files["binary"], files["missing_parent"]],
+            "sweep": [files["binary"], files["missing_parent"]],
         }.get(command, [files["folder"], files["missing_parent"]])
     if action.choices:
         return ["bogus"]

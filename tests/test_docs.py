@@ -88,7 +88,7 @@ def test_every_section_a_page_links_to_exists():
 # `results/x.log.gz`, `scripts/calibration/calib-sweep.json.gz`. Paths a user creates (runs/, OUT/,
 # DIR/, /tmp) and ones read from git history (`git show REV:PATH`) are not files of the checkout.
 DATA_PATH = re.compile(r"(?<![\w:/.-])((?:[\w.-]+/)+[\w.-]+\.(?:gz|json|jsonl|log|txt|csv|sqlite|png|svg))(?![\w/-])")
-MADE_BY_THE_USER = ("runs/", "OUT/", "DIR/", "out/", "tmp/")
+MADE_BY_THE_USER = ("runs/", "OUT/", "DIR/", "out/", "tmp/", "sweep/")  # sweep/: the sweep example's --out
 
 
 def test_every_data_file_a_page_names_exists():

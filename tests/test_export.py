@@ -25,7 +25,11 @@ def test_the_exported_best_kernel_is_a_submittable_file_that_names_its_origin(sm
     text = out.read_text()
     lines = text.splitlines()
     assert lines[0] == "#!POPCORN leaderboard amd-fp8-mm"
-    assert lines[1] == "#!POPCORN gpus MI300"  # from the provenance: a simulated MI300X
+    # A simulated score is no leaderboard GPU's: no `gpus` line; the one in its place says so and how to choose.
+    assert not [line for line in lines if line.startswith("#!POPCORN gpus")]
+    assert lines[1].startswith("# Simulated score: the analytic model's prediction for AMD Instinct MI300X")
+    assert "`#!POPCORN gpus MI300`" in lines[1] and "--gpus NAME" in lines[1]
+    assert "simulated score: no #!POPCORN gpus line" in proc.stdout
     header = "\n".join(lines[2:6])
     assert "campaign 'smoke'" in header and f"Kernel {kernel.id} (evaluated)" in header
     assert f"{best.report.score_us:.1f} us" in header and "(simulated on AMD Instinct MI300X)" in header
@@ -49,6 +53,53 @@ def test_the_exported_seed_keeps_its_own_docstring(smoke_campaign, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "Seed submission" in ast.get_docstring(ast.parse(out.read_text()))
     assert "# Lineage: kernel 1." in out.read_text()
+
+
+def test_gpus_routes_a_simulated_score_and_the_file_still_says_simulated(smoke_campaign, tmp_path):
+    out = tmp_path / "submission.py"
+    proc = cli("export", "--db", str(smoke_campaign.db), "--out", str(out), "--gpus", "H100")
+    assert proc.returncode == 0, proc.stderr
+    lines = out.read_text().splitlines()
+    assert lines[:2] == ["#!POPCORN leaderboard amd-fp8-mm", "#!POPCORN gpus H100"]
+    assert lines[2].startswith("# Simulated score: the analytic model's prediction for AMD Instinct MI300X")
+    assert "--gpus" in lines[2] and "(simulated on AMD Instinct MI300X)" in "\n".join(lines[3:7])
+    assert "(#!POPCORN gpus H100)" in proc.stdout and not proc.stderr
+
+
+def test_export_never_overwrites_a_file_without_force(smoke_campaign, tmp_path):
+    out = tmp_path / "notes.py"
+    out.write_text("my own notes\n")
+    proc = cli("export", "--db", str(smoke_campaign.db), "--out", str(out))
+    assert proc.returncode == 2 and not proc.stdout
+    assert proc.stderr.count("\n") == 1 and str(out) in proc.stderr and "--force" in proc.stderr, proc.stderr
+    assert out.read_text() == "my own notes\n"
+    # A link to a file is refused as the file is, and nothing is written through it.
+    link = tmp_path / "link.py"
+    link.symlink_to(out)
+    assert cli("export", "--db", str(smoke_campaign.db), "--out", str(link)).returncode == 2
+    assert out.read_text() == "my own notes\n"
+    forced = cli("export", "--db", str(smoke_campaign.db), "--out", str(out), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert out.read_text().startswith("#!POPCORN leaderboard amd-fp8-mm\n")
+
+
+def test_export_refuses_bad_targets_and_names_without_writing(smoke_campaign, tmp_path):
+    db = tmp_path / "board.sqlite"
+    with open_existing(smoke_campaign.db) as board:
+        board.copy_to(db)
+    before = db.read_bytes()
+    for extra in ((), ("--force",)):  # the blackboard itself, even with --force
+        proc = cli("export", "--db", str(db), "--out", str(db), *extra)
+        assert proc.returncode == 2 and "is the blackboard --db reads" in proc.stderr, proc.stderr
+        assert proc.stderr.count("\n") == 1
+    assert db.read_bytes() == before
+    out = tmp_path / "submission.py"
+    # Only a GPU the leaderboard has: a typo, a list or a second header line is refused, not written.
+    for name in ("H300", "H100 A100", "MI300\n#!POPCORN leaderboard other", ""):
+        proc = cli("export", "--db", str(db), "--out", str(out), "--gpus", name)
+        assert proc.returncode == 2 and "--gpus" in proc.stderr and "'H100'" in proc.stderr, proc.stderr
+        assert proc.stderr.count("\n") == 1
+    assert not out.exists()
 
 
 @pytest.mark.parametrize(

@@ -1,11 +1,14 @@
 """Labels from provenance: a measured evaluation is called measured, on the device that measured
-it, on every surface that shows its time (the log, status, watch, report, the exported file)."""
+it, on every surface that shows its time (the log, status, watch, report, the exported file); a
+simulated one is called simulated on every line of the evaluator's that states a time."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from _support import ROOT, SCENARIOS, cli
+from _watch_campaign import smoke_campaign  # noqa: F401  (a session fixture)
 from kernel_scientist.agents._base import CampaignClock, Context
 from kernel_scientist.agents.archivist import Archivist
 from kernel_scientist.agents.evaluator_agent import evaluation_text
@@ -19,6 +22,7 @@ from kernel_scientist.blackboard import (
     Scenario,
     ShapeResult,
     load_scenario,
+    open_existing,
     scenario_json,
 )
 from kernel_scientist.evaluator import load_task
@@ -126,3 +130,32 @@ async def test_a_measured_evaluation_is_labelled_measured_everywhere(tmp_path):
     assert header[1] == "#!POPCORN gpus H200"  # where it was measured, not the task's MI300
     assert "(measured on NVIDIA H200)" in header[3] and "Protocol: measured on NVIDIA H200" in header[4]
     _clean("\n".join(header), "export")
+    # Routed elsewhere by the user: the line is theirs, and a note says the score came from the H200.
+    routed = tmp_path / "routed.py"
+    exported = cli("export", "--db", str(db), "--out", str(routed), "--gpus", "H100")
+    assert exported.returncode == 0, exported.stderr
+    assert routed.read_text().splitlines()[1] == "#!POPCORN gpus H100"
+    assert "note: the score was measured on NVIDIA H200, not on H100 (--gpus)" in exported.stderr
+
+
+TIME = re.compile(r"\d\.\d us\b")  # a time as the log states one: "187.8 us"
+
+
+def test_every_evaluator_line_of_a_simulated_campaign_that_states_a_time_says_simulated(smoke_campaign, tmp_path):
+    """The interim lines (a would-be leader timed again, a recorded leader timed again on resume)
+    are labelled like the evaluation lines they lead to."""
+    db = tmp_path / "board.sqlite"
+    with open_existing(smoke_campaign.db) as board:
+        board.copy_to(db)
+    # One more timing wanted than the leader has: the resume times it again and says so first.
+    more = ("--set", "evaluator.retime_leaders=2", "--set", "campaign.hours=1.25")
+    resumed = cli("resume", "--db", str(db), "--quiet", *more)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    logs = cli("logs", "--db", str(db), "--agent", "evaluator")
+    assert logs.returncode == 0, logs.stderr
+    timed = [line for line in logs.stdout.splitlines() if TIME.search(line)]
+    assert any("would lead" in line for line in timed), logs.stdout[-3000:]
+    assert any(" leads (" in line for line in timed), logs.stdout[-3000:]
+    unlabelled = [line for line in timed if "simulated on AMD Instinct MI300X" not in line]
+    assert not unlabelled, "\n".join(unlabelled)
+    assert "measured" not in logs.stdout.lower()

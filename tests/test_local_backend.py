@@ -135,7 +135,7 @@ def test_export_writes_a_leaderboard_file(tmp_path):
     run = cli("run", str(SCENARIOS / "smoke.toml"), "--db", str(db), "--quiet", "--set", "campaign.hours=1")
     assert run.returncode == 0, run.stderr[-2000:]
     out = tmp_path / "best.py"
-    assert cli("export", "--db", str(db), "--out", str(out)).returncode == 0
+    assert cli("export", "--db", str(db), "--out", str(out), "--gpus", "MI300").returncode == 0
     lines = out.read_text().splitlines()
     assert lines[:2] == ["#!POPCORN leaderboard amd-fp8-mm", "#!POPCORN gpus MI300"]
     assert sum(line.startswith("#!POPCORN") for line in lines) == 2

@@ -72,7 +72,8 @@ def test_resume_times_a_single_timed_leader_again_once(single_timed, tmp_path):
         later = [m for m in board.messages() if m.id > resumed and m.agent == "evaluator"]
     lines = _said(db, before.kernel_id, AGAIN)
     assert [m.text for m in lines] == [
-        f"kernel {before.kernel_id} leads ({first:.1f} us) with one timing (recorded by an earlier "
+        f"kernel {before.kernel_id} leads ({first:.1f} us, simulated on AMD Instinct MI300X) with one timing "
+        "(recorded by an earlier "
         f"run or version); {AGAIN}"
     ]
     # Before any new candidate is timed; then its new score is announced.

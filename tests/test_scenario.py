@@ -16,7 +16,10 @@ def test_shipped_scenarios_load():
 @pytest.mark.parametrize(
     "body, key, problem",
     [
-        ("[agents]\nenginers = 2\n", "agents.enginers", "unknown key"),
+        ("[agents]\nenginers = 2\n", "agents.enginers", "unknown key; did you mean agents.engineers?"),
+        ("[agent]\nengineers = 2\n", "agent.engineers", "unknown table agent; did you mean agents.engineers?"),
+        ("[evaluator]\nengineers = 2\n", "evaluator.engineers", "unknown key; did you mean agents.engineers?"),
+        ("[agents]\nfoo = 2\n", "agents.foo", "unknown key; the keys of [agents]: brain, engineers, max_pending"),
         ("[campaign]\nhours = -1\n", "campaign.hours", "expects a number more than 0; got -1"),
         (
             "[evaluator]\nbackend = 'cloud'\n",
@@ -26,7 +29,8 @@ def test_shipped_scenarios_load():
         ("[agents]\nengineers = 'two'\n", "agents.engineers", "expects a whole number from 1 to 32; got 'two' (text)"),
         ("[agents]\nlatency = 3\n", "agents.latency", "expects a table of keys; got 3 (a whole number)"),
         ("[llm.select]\nmax_tokens = 2\n", "llm.select.max_tokens", "expects a whole number from 16 to 128000; got 2"),
-        ("surprise = 1\n", "surprise", "unknown key"),
+        ("surprise = 1\n", "surprise", "unknown key; a scenario's tables: campaign, agents, evaluator, llm"),
+        ("[agnets]\n", "agnets", "unknown table; did you mean agents?"),
         ("[campaign]\ntask = 'nowhere'\n", "campaign.task", "no problem folder"),
         ("[campaign\n", "", "not valid TOML"),
     ],
@@ -47,6 +51,8 @@ def test_bad_scenario_is_one_clear_line(tmp_path, body, key, problem):
 def test_bad_override_and_unknown_option(tmp_path):
     result = cli("run", str(SCENARIOS / "smoke.toml"), "--set", "agents.nope=1", "--db", str(tmp_path / "a.sqlite"))
     assert result.returncode == 2 and "agents.nope: unknown key" in result.stderr
+    result = cli("run", str(SCENARIOS / "smoke.toml"), "--set", "agents.engineer=4", "--db", str(tmp_path / "a.sqlite"))
+    assert result.returncode == 2 and "agents.engineer: unknown key; did you mean agents.engineers?" in result.stderr
     result = cli("run", str(SCENARIOS / "smoke.toml"), "--set", "justakey")
     assert result.returncode == 2 and "expected key=value" in result.stderr
     result = cli("run", str(SCENARIOS / "smoke.toml"), "--frobnicate")

@@ -49,6 +49,27 @@ def add_overrides(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help)
 
 
+def check_output(option: str, path: Path, force: bool, folder: bool = False) -> None:
+    """An output the user named (``folder``: a folder the command fills): its parent folder must
+    exist (nothing is created where the user did not ask), and an existing file is replaced only
+    with --force. Raises UsageError naming the path and what to do instead."""
+    if folder and path.exists() and not path.is_dir():
+        raise UsageError(f"{option} {path}: exists and is not a folder; name a folder to write into")
+    if not folder and path.is_dir():
+        raise UsageError(f"{option} {path}: is a folder; name the file to write")
+    if not path.parent.is_dir():
+        raise UsageError(
+            f"{option} {path}: no folder {path.parent} to write it in; "
+            f"create it first (mkdir -p {path.parent}) or pass another {option}"
+        )
+    if not folder and path.exists() and not force:
+        raise UsageError(f"{option} {path}: already exists; pass --force to replace it, or another {option}")
+
+
+def add_force(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--force", action="store_true", help=f"replace {what} (default: refuse, naming it)")
+
+
 positive_int = _number(int, 1, strict=False)
 natural_int = _number(int, 0, strict=False)
 positive_float = _number(float, 0, strict=True)

@@ -37,16 +37,27 @@ def add(sub: Subparsers) -> None:
     # it would hold a campaign, and the simulated device is the one a campaign models.
     defaults = EvaluatorConfig()
     ev = sub.add_parser("evaluate", help="evaluate one submission file and print the verdict")
-    ev.add_argument("file", type=Path)
-    ev.add_argument("--task", type=Path, default=DEFAULT_TASK, help="problem folder (GPU MODE format)")
-    ev.add_argument("--backend", choices=("simulated", "local"), default="simulated")
+    ev.add_argument("file", type=Path, help="the submission: a .py file that defines custom_kernel(data)")
+    ev.add_argument(
+        "--task",
+        type=Path,
+        default=DEFAULT_TASK,
+        help="problem folder in GPU MODE's format (docs/problem-folders.md; default: the bundled amd-fp8-mm "
+        "task, %(default)s)",
+    )
+    ev.add_argument(
+        "--backend",
+        choices=("simulated", "local"),
+        default="simulated",
+        help="simulated: CPU checks and a timing model, no GPU; local: this machine's GPU (default: %(default)s)",
+    )
     ev.add_argument(
         "--device",
         choices=("mi300x", "h200", "h100"),
         default=defaults.device,
-        help="the simulated device (simulated backend only)",
+        help="the simulated device (simulated backend only; default: %(default)s)",
     )
-    ev.add_argument("--seed", type=natural_int, default=0, help="mixed into every test seed")
+    ev.add_argument("--seed", type=natural_int, default=0, help="mixed into every test seed (default: %(default)s)")
     ev.add_argument(
         "--timeout",
         type=positive_float,

@@ -32,7 +32,7 @@ def add(sub: Subparsers) -> None:
         metavar="H<ID>",
         help="one hypothesis from proposal to verdict: --thread H12 (or --hypothesis 12 --thread)",
     )
-    lg.set_defaults(handler=_logs)
+    lg.set_defaults(handler=_logs, on_interrupt=_interrupted)
 
 
 def _logs(args: argparse.Namespace) -> int:
@@ -66,11 +66,14 @@ def _logs(args: argparse.Namespace) -> int:
             return 0
         _check_filters(board, args, hyp)
         flt = cv.Filter(agent=args.agent, kind=args.kind, kernel_id=args.kernel, hypothesis_id=hyp, grep=args.grep)
-        try:
-            cv.show(board, flt, follow_=args.follow, as_json=args.json)
-        except KeyboardInterrupt:  # --follow ends with Ctrl-C; the campaign is another process
-            return 0
+        cv.show(board, flt, follow_=args.follow, as_json=args.json)  # --follow ends with Ctrl-C (_interrupted)
     return 0
+
+
+def _interrupted(args: argparse.Namespace) -> str:
+    if not args.follow:
+        return "interrupted"
+    return f"interrupted; stopped following {args.db} (a campaign writing it goes on in its own process)"
 
 
 def _check_filters(board: Blackboard, args: argparse.Namespace, hypothesis_id: int | None) -> None:

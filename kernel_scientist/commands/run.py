@@ -21,12 +21,23 @@ class _Closable(Protocol):
 
 
 def add(sub: Subparsers) -> None:
-    run = sub.add_parser("run", help="start a campaign from a scenario file")
-    run.add_argument("scenario", type=Path)
-    run.add_argument(
-        "--db", type=Path, help="blackboard file to create (default: <campaign.out_dir>/<name>-seed<N>.sqlite)"
+    run = sub.add_parser(
+        "run",
+        help="start a campaign from a scenario file",
+        description="Start a campaign from a scenario file; Ctrl-C stops it with one line saying how to resume it.",
     )
-    add_overrides(run, "override a scenario key, e.g. --set agents.engineers=4 (repeatable)")
+    run.add_argument("scenario", type=Path, help="the scenario file (TOML), e.g. scenarios/smoke.toml")
+    run.add_argument(
+        "--db",
+        type=Path,
+        help="the blackboard file to create, in a folder that exists; the conversation goes beside it as "
+        ".jsonl (default: OUT_DIR/NAME-seedSEED.sqlite from the scenario's campaign.out_dir, campaign.name "
+        "and campaign.seed, e.g. runs/smoke-seed7.sqlite for scenarios/smoke.toml; OUT_DIR, runs/ under "
+        "the current folder unless the scenario says otherwise, is created if missing)",
+    )
+    add_overrides(
+        run, "override a scenario key for this campaign, e.g. --set agents.engineers=4 (repeatable; default: none)"
+    )
     _add_views(run)
     run.add_argument(
         "--learn-from",
@@ -34,23 +45,44 @@ def add(sub: Subparsers) -> None:
         nargs="+",
         default=[],
         metavar="DB",
-        help="earlier blackboards whose measured trials seed this campaign's findings and priors",
+        help="earlier blackboards whose measured trials seed this campaign's findings and priors "
+        "(default: none, the campaign starts from the technique catalogue alone)",
     )
-    run.set_defaults(handler=_run)
-    res = sub.add_parser("resume", help="continue a campaign from its blackboard file")
-    res.add_argument("--db", type=Path, required=True)
+    run.set_defaults(handler=_run, on_interrupt=_interrupted)
+    res = sub.add_parser(
+        "resume",
+        help="continue a campaign from its blackboard file",
+        description="Continue a campaign from its blackboard file, with every committed record kept.",
+    )
+    res.add_argument("--db", type=Path, required=True, help="the campaign's blackboard file")
     add_overrides(
         res,
-        "retune a limit for this run, e.g. --set evaluator.in_flight=2 (repeatable; "
-        "the seed, task, backend and brain are fixed)",
+        "retune a limit for this run, e.g. --set evaluator.in_flight=2 (repeatable; default: the limits "
+        "the campaign was started with; the seed, task, backend and brain are fixed)",
     )
     _add_views(res)
-    res.set_defaults(handler=_resume)
+    res.set_defaults(handler=_resume, on_interrupt=_interrupted)
 
 
 def _add_views(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quiet", action="store_true", help="do not print the conversation")
-    parser.add_argument("--watch", action="store_true", help="show the live dashboard instead of the conversation")
+    parser.add_argument(
+        "--quiet", action="store_true", help="do not print the conversation (default: it scrolls by on stderr)"
+    )
+    parser.add_argument(
+        "--watch", action="store_true", help="show the live dashboard instead of the conversation (default: off)"
+    )
+
+
+def _interrupted(args: argparse.Namespace) -> str:
+    """The line for Ctrl-C wherever it lands (``cli.main`` asks): ``args.blackboard`` is set once
+    the file this command writes is known to be its own."""
+    db: Path | None = getattr(args, "blackboard", None)
+    resume = args.command == "resume"
+    if db is None:
+        return f"interrupted before the campaign {'resumed' if resume else 'started'}; nothing was written"
+    from kernel_scientist import campaign
+
+    return campaign.interrupted_text(db, resume)
 
 
 def default_db(scenario: Scenario) -> Path:
@@ -107,8 +139,10 @@ def _run(args: argparse.Namespace) -> int:
     from kernel_scientist.blackboard import load_scenario
 
     scenario = load_scenario(args.scenario, args.overrides)
-    db = args.db or default_db(scenario)
-    campaign.check_new(db)
+    fresh = default_db(scenario)
+    db = args.db or fresh
+    campaign.check_new(db, fresh.name, named=args.db is not None)
+    args.blackboard = db  # from here on a blackboard at db is this campaign's
     lessons = learn.read_all(args.learn_from)  # before any file is created: a bad one leaves none
     jsonl, listeners = _listeners(db, args.quiet, args.watch)
     try:
@@ -123,6 +157,7 @@ def _resume(args: argparse.Namespace) -> int:
     from kernel_scientist.blackboard import open_existing
 
     open_existing(args.db).close()  # read-only: a clear error before any output
+    args.blackboard = args.db
     jsonl, listeners = _listeners(args.db, args.quiet, args.watch)
     try:
         outcome = campaign.resume(args.db, listeners, args.overrides)

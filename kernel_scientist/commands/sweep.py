@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from ._args import Subparsers, UsageError, add_overrides, positive_int
+from ._args import Subparsers, UsageError, add_overrides, check_output, positive_int
 
 
 def add(sub: Subparsers) -> None:
@@ -39,7 +39,7 @@ def add(sub: Subparsers) -> None:
         "--out", type=Path, help="folder for the runs, sweep.json and sweep.png (default: runs/sweep-<scenario name>)"
     )
     add_overrides(sw, "override a scenario key in every run (repeatable)")
-    sw.set_defaults(handler=_sweep)
+    sw.set_defaults(handler=_sweep, on_interrupt=_interrupted)
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -54,11 +54,18 @@ def _sweep(args: argparse.Namespace) -> int:
     base = load_scenario(args.scenario, args.overrides)  # a broken scenario fails before any run
     axes = sweep.parse_vary(args.vary, args.scenario, args.overrides)
     out = args.out or Path(base.campaign.out_dir) / f"sweep-{base.campaign.name}"
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out}: exists and is not a folder")
+    if args.out is not None:  # the default folder (under campaign.out_dir) is created with its parents
+        check_output("--out", out, force=False, folder=True)
+    elif out.exists() and not out.is_dir():
+        raise UsageError(f"{out}: exists and is not a folder; pass --out with a folder for the sweep")
+    held = [p for p in (out / "sweep.json", out / "sweep.png") if p.exists()]
     if (out / "runs").exists() and any((out / "runs").iterdir()):
-        raise UsageError(f"--out {out}: already holds a sweep's runs; pass another --out or remove it")
+        held.insert(0, out / "runs")
+    if held:
+        named = f"--out {out}" if args.out is not None else f"{out} (the default --out)"
+        raise UsageError(f"{named}: already holds a sweep ({held[0]}); pass another --out or remove it")
     runs, seeds = sweep.plan(args.scenario, axes, args.seeds, out, args.overrides)
+    args.sweep_out = out  # from here on what is under it is this sweep's (_interrupted)
     if args.ray is not None:  # the folder it carries and the cluster, checked before anything is said
         from kernel_scientist import sweep_ray
 
@@ -129,3 +136,13 @@ def _sweep(args: argparse.Namespace) -> int:
         print(f"failed: {sweep.setting_label(r.run.setting)}, seed {r.run.seed}: {r.error} ({r.run.db})")
     print(f"summary: {out / 'sweep.json'}\nplot:    {png}")
     return 1 if failed else 0
+
+
+def _interrupted(args: argparse.Namespace) -> str:
+    out: Path | None = getattr(args, "sweep_out", None)
+    if out is None or not (out / "runs").exists():
+        return "interrupted before the sweep's first campaign started; nothing was written"
+    return (
+        f"interrupted; the campaigns run so far are in {out / 'runs'} (no sweep.json or sweep.png was written); "
+        "to sweep again, pass another --out"
+    )
