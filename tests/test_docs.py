@@ -128,7 +128,8 @@ def test_docs_stay_small():
 OUTSIDE = re.compile(r"facts/|STYLE\.md|DESIGN\.md|design card")
 
 
-def test_no_comment_or_page_points_to_a_file_outside_the_repository():
+def _text_lines():
+    """(file name, line number, line) of every tracked or new source and page file."""
     import subprocess
 
     tracked = subprocess.run(
@@ -138,13 +139,18 @@ def test_no_comment_or_page_points_to_a_file_outside_the_repository():
         text=True,
         check=True,
     ).stdout.split()
+    for name in tracked:
+        if (ROOT / name).exists():
+            for i, line in enumerate((ROOT / name).read_text(errors="replace").splitlines(), 1):
+                yield name, i, line
+
+
+def test_no_comment_or_page_points_to_a_file_outside_the_repository():
     here = pathlib.Path(__file__).resolve()
     hits = [
         f"{name}:{i}: {line.strip()}"
-        for name in tracked
-        if (ROOT / name).resolve() != here and (ROOT / name).exists()
-        for i, line in enumerate((ROOT / name).read_text(errors="replace").splitlines(), 1)
-        if OUTSIDE.search(line)
+        for name, i, line in _text_lines()
+        if (ROOT / name).resolve() != here and OUTSIDE.search(line)
     ]
     assert not hits, "move the note into docs/ or inline it:\n" + "\n".join(hits)
 
@@ -160,21 +166,10 @@ GONE = re.compile(r"docs/h200\b")  # the lab notebook the results page replaced 
 
 
 def test_no_product_comment_or_page_names_a_session_or_a_campaign_letter():
-    import subprocess
-
-    tracked = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard", "*.py", "*.md", "*.toml", "*.sh"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
     hits = [
         f"{name}:{i}: {line.strip()}"
-        for name in tracked
-        if not name.startswith("tests/") and (ROOT / name).exists()
-        for i, line in enumerate((ROOT / name).read_text(errors="replace").splitlines(), 1)
-        if DIARY.search(line) or (not name.endswith(".md") and GONE.search(line))
+        for name, i, line in _text_lines()
+        if not name.startswith("tests/") and (DIARY.search(line) or (not name.endswith(".md") and GONE.search(line)))
     ]
     assert not hits, "say what and why, with the data file; history stays in git:\n" + "\n".join(hits)
 
