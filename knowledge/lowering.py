@@ -156,9 +156,9 @@ def _kernel(name: str, src: str, index: int, settings: dict[str, Sequence[Settin
     # A kernel's own helpers get the kernel's name: two kernels may each have `_triton_helper_fn_add0`.
     local = {d.name: f"{name}__{d.name.lstrip('_')}" for d in defs if d is not kernel}
     for d in defs:
-        for node in ast.walk(d):
-            if isinstance(node, ast.Name) and node.id in local:
-                node.id = local[node.id]
+        for ref in ast.walk(d):
+            if isinstance(ref, ast.Name) and ref.id in local:
+                ref.id = local[ref.id]
         if d.name in local:
             d.name = local[d.name]
         _rename_helper_refs(d)
@@ -305,7 +305,7 @@ class _Launcher(ast.NodeTransformer):
         for stmt in self._flatten(body):
             if isinstance(stmt, ast.Assign) and ast.unparse(stmt.value) == "args":  # arg0_1, ... = args
                 targets = stmt.targets[0]
-                names = [t.id for t in targets.elts] if isinstance(targets, ast.Tuple) else []
+                names = [t.id for t in targets.elts if isinstance(t, ast.Name)] if isinstance(targets, ast.Tuple) else []
                 if len(names) != len(self.inputs):
                     raise LoweringError(f"call takes {len(names)} inputs, the trace has {len(self.inputs)}")
                 out += [ast.Assign([ast.Name(n, ast.Store())], e) for n, e in zip(names, self.inputs)]
@@ -422,3 +422,27 @@ def _check_names(source: str, signature: str) -> None:
     )
     if missing:
         raise LoweringError(f"the lowered code still uses Inductor's {', '.join(missing)}")
+
+
+def is_pytorch_only(source: str) -> bool:
+    """True for a submission with no kernel of its own: no Triton function, no inline CUDA/C++
+    extension, nothing but torch calls (what the lowering is for)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list):
+            return False
+        if isinstance(node, ast.Attribute) and node.attr in {"jit", "load_inline", "cpp_extension"}:
+            return False
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+            if any(n.split(".")[0] in {"triton", "cupy", "numba", "cuda", "tilelang", "cutlass"} for n in names):
+                return False
+            if any("cpp_extension" in n for n in names):
+                return False
+    return any(isinstance(n, ast.FunctionDef) and n.name == "custom_kernel" for n in tree.body) or any(
+        isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "custom_kernel" for t in n.targets)
+        for n in tree.body
+    )

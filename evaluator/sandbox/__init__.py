@@ -8,7 +8,8 @@ campaign's side of the fork server), ``_framing`` (frames over pipes with wall-c
 ``_lifetime`` (no candidate outlives its parent), ``_rundir`` (a folder's run directory and
 inputs), ``_values`` (inputs and outputs across the boundary), ``_capture`` (launch capture),
 ``_calls`` (one checked call and a shape's timed calls), ``_prepare`` (compiling ahead),
-``_interpreter`` (work Triton's CPU interpreter repeats, removed once) and ``_hooks`` (the dispatch
+``_interpreter`` (work Triton's CPU interpreter repeats, removed once), ``_inductor`` (what
+Inductor writes for a PyTorch seed, in a process of its own) and ``_hooks`` (the dispatch
 modes and patched launch paths they set for a block). The face below is what the backends, the
 benchmark scripts and ``sweep --ray``'s remote campaigns (``die_with_parent``) use.
 """
@@ -17,6 +18,7 @@ from kernel_scientist.evaluator._wire import GpuRequest
 from kernel_scientist.evaluator.sandbox._calls import time_shape, time_shape_eval_py
 from kernel_scientist.evaluator.sandbox._capture import capture_launches
 from kernel_scientist.evaluator.sandbox._child import meta_inputs, recheck_index
+from kernel_scientist.evaluator.sandbox._inductor import InductorCapture, InductorRequest, run_capture
 from kernel_scientist.evaluator.sandbox._forkserver import (
     ForkServer,
     JobOutcome,
@@ -36,6 +38,8 @@ from kernel_scientist.evaluator.sandbox._values import decode_output, prefill_ou
 __all__ = [
     "ForkServer",
     "GpuRequest",
+    "InductorCapture",
+    "InductorRequest",
     "JobOutcome",
     "SandboxError",
     "capture_launches",
@@ -49,6 +53,7 @@ __all__ = [
     "meta_inputs",
     "prefill_output",
     "recheck_index",
+    "run_capture",
     "scrubbed_env",
     "time_shape",
     "time_shape_eval_py",

@@ -235,6 +235,8 @@ def capture(request: InductorRequest) -> InductorCapture:
     sources: list[str] = []
     graph_outputs: list[object] = []
     static: dict[str, tuple[str, list[int | None]]] = {}  # tensor input -> dtype, sizes left constant
+    symbols: dict[str, str] = {}  # a symbolic size's name -> the graph input that holds it
+    guards: list[Any] = []  # sympy relations Dynamo and Inductor assumed of the symbolic sizes
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> object:
         for node in gm.graph.nodes:
@@ -245,6 +247,7 @@ def capture(request: InductorRequest) -> InductorCapture:
                 sources.append(arg.source.name)
                 value = node.meta.get("example_value")
                 if isinstance(value, torch.Tensor):
+
                     static[arg.source.name] = (
                         str(value.dtype),
                         [d if isinstance(d, int) else None for d in value.size()],
@@ -255,6 +258,13 @@ def capture(request: InductorRequest) -> InductorCapture:
             except Exception:
                 if not codes:  # Inductor's own failure; else our stop, which Inductor wraps
                     raise
+        context = torch._guards.TracingContext.try_get()
+        shape_env = context.fake_mode.shape_env if context and context.fake_mode else None
+        if shape_env is not None:  # what Dynamo and Inductor assumed of the symbolic sizes
+            guards.extend(g.expr for g in shape_env.guards)
+            for symbol, where in shape_env.var_to_sources.items():
+                if where:
+                    symbols[str(symbol)] = where[0].name
 
         def eager(*call_args: object) -> object:
             result = gm(*call_args)
@@ -263,10 +273,10 @@ def capture(request: InductorRequest) -> InductorCapture:
 
         return eager
 
-    torch._dynamo.reset()  # type: ignore[no-untyped-call]
+    torch._dynamo.reset()
     compiled = torch.compile(fn, backend=backend, dynamic=True, fullgraph=True)
     try:
-        result = compiled(*args)
+        result = compiled(*args)  # type: ignore[no-untyped-call]
     except torch._dynamo.exc.Unsupported as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ValueError(f"Dynamo cannot trace {request.seed_name} as one graph: {first}") from None
@@ -276,7 +286,7 @@ def capture(request: InductorRequest) -> InductorCapture:
     if not kernel_sources(code):
         raise ValueError(f"Inductor wrote no Triton kernel for {request.seed_name} (every op went to a library)")
     for other in request.others:
-        _check_covers(ref, request, other, params, sources, static)
+        _check_covers(ref, request, other, params, sources, static, symbols, guards)
     return InductorCapture(
         code=code,
         inputs=[_source_expr(s) for s in sources],
@@ -299,6 +309,8 @@ def _check_covers(
     params: list[str],
     sources: list[str],
     static: dict[str, tuple[str, list[int | None]]],
+    symbols: dict[str, str],
+    guards: list[Any],
 ) -> None:
     """Dynamo keeps a size it could not leave symbolic (a convolution's channels, a size of 1) as a
     constant: one lowering covers ``other`` only if its inputs have the same constants and dtypes
@@ -322,6 +334,17 @@ def _check_covers(
             raise ValueError(
                 f"Inductor specialised the lowering to {request.shape.label()} ({source} of sizes "
                 f"{[s if s is not None else '*' for s in sizes]}, {dtype}); {other.label()} would need another"
+            )
+    import sympy
+
+    values = {sympy.Symbol(name, integer=True, positive=True): int(eval(source, {}, scope)) for name, source in symbols.items()}
+    by_name = {str(k): v for k, v in values.items()}
+    for guard in guards:
+        held = guard.xreplace({s: by_name[str(s)] for s in guard.free_symbols if str(s) in by_name})
+        if held.free_symbols or not bool(held):
+            raise ValueError(
+                f"Inductor specialised the lowering to {request.shape.label()} (it assumed {guard}); "
+                f"{other.label()} would need another"
             )
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import argparse
 
-from . import evaluate, export, logs, report, run, status, sweep, watch
+from . import evaluate, export, logs, lower, report, run, status, sweep, watch
 from ._args import EXIT_USAGE, Parser, UsageError, natural_int, positive_float, positive_int, version
 
-COMMANDS = (run, status, logs, watch, report, sweep, evaluate, export)  # in the order --help lists them
+COMMANDS = (run, status, logs, watch, report, sweep, evaluate, lower, export)  # in the order --help lists them
 
 __all__ = ["COMMANDS", "EXIT_USAGE", "UsageError", "natural_int", "parser", "positive_float", "positive_int", "version"]
 

@@ -1,0 +1,53 @@
+"""A PyTorch seed lowered by Inductor into a Triton submission the catalogue can tune.
+
+The capture (``evaluator.sandbox``: Inductor's code generation, in a process of its own) and the
+rewrite into a standalone submission (``knowledge.lowering``) meet here, where both layers are
+visible; ``lower`` and a campaign whose seed has no Triton kernel use it.
+"""
+
+from __future__ import annotations
+
+from kernel_scientist.blackboard.records import Shape
+from kernel_scientist.evaluator import Task
+from kernel_scientist.evaluator.sandbox import InductorRequest, run_capture
+from kernel_scientist.knowledge.lowering import Lowered, LoweringError, Setting, standalone
+
+__all__ = ["Lowered", "LoweringError", "example_shape", "lower_seed"]
+
+
+def example_shape(task: Task) -> Shape:
+    """The test traced: the largest whose sizes are all above 1 (Dynamo keeps a size of 1 as a
+    constant, so an example with one would specialise the lowering), else the largest."""
+
+    def sizes(shape: Shape) -> list[int]:
+        return [v for k, v in shape.kwargs().items() if k != "seed" and type(v) is int]
+
+    def volume(shape: Shape) -> int:
+        n = 1
+        for v in sizes(shape):
+            n *= max(v, 1)
+        return n
+
+    general = [t for t in task.tests if all(v > 1 for v in sizes(t))]
+    return max(general or task.tests, key=volume)
+
+
+def lower_seed(task: Task, source: str, seed_name: str = "submission.py", timeout_s: float = 300.0) -> Lowered:
+    """``source`` (a submission with no Triton kernel) lowered by Inductor on this machine's
+    device; LoweringError with one line when Inductor cannot give one module covering every shape."""
+    shape = example_shape(task)
+    others = [s for s in task.tests + task.benchmarks if s != shape]
+    request = InductorRequest(modules=task.modules, source=source, shape=shape, others=others, seed_name=seed_name)
+    try:
+        capture = run_capture(request, timeout_s=timeout_s)
+    except ValueError as exc:
+        raise LoweringError(str(exc)) from None
+    target = {"cuda": "CUDA", "hip": "ROCm", "cpu": "Triton's CPU backend"}.get(capture.target, capture.target)
+    provenance = (
+        f"Lowered by Inductor from {seed_name} (torch {capture.torch}, triton {capture.triton}, code for "
+        f"{target}), traced on {shape.label()} with every size symbolic."
+    )
+    settings = {k: [Setting(s.blocks, s.num_warps, s.num_stages) for s in v] for k, v in capture.settings.items()}
+    return standalone(
+        capture.code, capture.inputs, capture.params, capture.returns, settings, capture.helpers, provenance
+    )
