@@ -305,7 +305,9 @@ class _Launcher(ast.NodeTransformer):
         for stmt in self._flatten(body):
             if isinstance(stmt, ast.Assign) and ast.unparse(stmt.value) == "args":  # arg0_1, ... = args
                 targets = stmt.targets[0]
-                names = [t.id for t in targets.elts if isinstance(t, ast.Name)] if isinstance(targets, ast.Tuple) else []
+                names = (
+                    [t.id for t in targets.elts if isinstance(t, ast.Name)] if isinstance(targets, ast.Tuple) else []
+                )
                 if len(names) != len(self.inputs):
                     raise LoweringError(f"call takes {len(names)} inputs, the trace has {len(self.inputs)}")
                 out += [ast.Assign([ast.Name(n, ast.Store())], e) for n, e in zip(names, self.inputs)]
@@ -437,7 +439,9 @@ def is_pytorch_only(source: str) -> bool:
         if isinstance(node, ast.Attribute) and node.attr in {"jit", "load_inline", "cpp_extension"}:
             return False
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+            names = [a.name for a in node.names] + (
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+            )
             if any(n.split(".")[0] in {"triton", "cupy", "numba", "cuda", "tilelang", "cutlass"} for n in names):
                 return False
             if any("cpp_extension" in n for n in names):

@@ -18,7 +18,6 @@ from kernel_scientist.evaluator._wire import GpuRequest
 from kernel_scientist.evaluator.sandbox._calls import time_shape, time_shape_eval_py
 from kernel_scientist.evaluator.sandbox._capture import capture_launches
 from kernel_scientist.evaluator.sandbox._child import meta_inputs, recheck_index
-from kernel_scientist.evaluator.sandbox._inductor import InductorCapture, InductorRequest, run_capture
 from kernel_scientist.evaluator.sandbox._forkserver import (
     ForkServer,
     JobOutcome,
@@ -26,6 +25,7 @@ from kernel_scientist.evaluator.sandbox._forkserver import (
     last_output,
     scrubbed_env,
 )
+from kernel_scientist.evaluator.sandbox._inductor import InductorCapture, InductorRequest, run_capture
 from kernel_scientist.evaluator.sandbox._lifetime import die_with_parent
 from kernel_scientist.evaluator.sandbox._rundir import (
     generate_input,

@@ -247,7 +247,6 @@ def capture(request: InductorRequest) -> InductorCapture:
                 sources.append(arg.source.name)
                 value = node.meta.get("example_value")
                 if isinstance(value, torch.Tensor):
-
                     static[arg.source.name] = (
                         str(value.dtype),
                         [d if isinstance(d, int) else None for d in value.size()],
@@ -337,7 +336,10 @@ def _check_covers(
             )
     import sympy
 
-    values = {sympy.Symbol(name, integer=True, positive=True): int(eval(source, {}, scope)) for name, source in symbols.items()}
+    values = {
+        sympy.Symbol(name, integer=True, positive=True): int(eval(source, {}, scope))
+        for name, source in symbols.items()
+    }
     by_name = {str(k): v for k, v in values.items()}
     for guard in guards:
         held = guard.xreplace({s: by_name[str(s)] for s in guard.free_symbols if str(s) in by_name})
