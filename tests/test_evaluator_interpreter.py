@@ -1,6 +1,7 @@
 """The fork server's shortcuts in Triton's CPU interpreter change no result: a kernel with integer
-arithmetic and ``@triton.jit`` helpers, and an fp8 ``tl.dot``, give the same bytes with and without
-them; the overflow check still runs when debug is on; a remembered patch is redone once its
+arithmetic and ``@triton.jit`` helpers, an fp8 ``tl.dot``, and reductions and scans with combine
+functions of the kernel's own (NaN-propagating max, an argmax whose ties keep the left index, sums
+of small integers, which any order adds exactly) give the same bytes with and without them; the overflow check still runs when debug is on; a remembered patch is redone once its
 namespaces change; the fp8 table and the dtype table answer as the functions they stand in for, on
 every input; a kernel is rewritten with the file and line Triton's own JITFunction gives."""
 
@@ -37,7 +38,37 @@ _SCRIPT = textwrap.dedent(
         c = tl.dot(tl.load(a_ptr + tile), tl.load(b_ptr + tile))
         tl.store(c_ptr + tile, c)
 
+    @triton.jit
+    def nan_max(a, b):  # Inductor's maximum: NaN wins
+        m = (a > b) | (a != a)
+        return tl.where(m, a, b)
+
+    @triton.jit
+    def argmax_left(a, ia, b, ib):  # associative, not commutative: ties keep the left index
+        take = (a > b) | ((a == b) & (ia < ib))
+        return tl.where(take, a, b), tl.where(take, ia, ib)
+
+    @triton.jit
+    def add(a, b):
+        return a + b
+
+    @triton.jit
+    def own_combines(x_ptr, out_ptr, R: tl.constexpr, C: tl.constexpr):
+        r = tl.arange(0, R)[:, None]
+        c = tl.arange(0, C)[None, :]
+        v = tl.load(x_ptr + r * C + c)
+        _, first = tl.reduce((v, tl.broadcast_to(c, (R, C))), 1, argmax_left)
+        tl.store(out_ptr + tl.arange(0, R), tl.reduce(v, 1, nan_max))
+        tl.store(out_ptr + R + tl.arange(0, R), first.to(tl.float32))
+        tl.store(out_ptr + 2 * R + tl.arange(0, C), tl.reduce(v, 0, add))
+        tl.store(out_ptr + 2 * R + C + r * C + c, tl.associative_scan(v, 1, add))
+        tl.store(out_ptr + 2 * R + C + R * C + r * C + c, tl.associative_scan(v, 0, nan_max, reverse=True))
+
     def run():
+        y = torch.randint(-4, 4, (4, 32), generator=torch.Generator().manual_seed(1)).float()  # ties, exact sums
+        y[1, 3] = float("nan")
+        combined = torch.zeros(2 * 4 + 32 + 2 * 4 * 32)
+        own_combines[(1,)](y, combined, R=4, C=32)
         x = torch.arange(200, dtype=torch.float32) / 7
         out = torch.zeros_like(x)
         scaled_sum[(4,)](x, out, 200, BLOCK=64)
@@ -45,7 +76,7 @@ _SCRIPT = textwrap.dedent(
         a, b = (torch.randn((16, 16), generator=gen).mul(64).to(torch.float8_e4m3fn) for _ in range(2))
         c = torch.zeros((16, 16), dtype=torch.float32)
         fp8_dot[(1,)](a, b, c, BLOCK=16)
-        return out.numpy().tobytes().hex() + c.numpy().tobytes().hex()
+        return out.numpy().tobytes().hex() + c.numpy().tobytes().hex() + combined.numpy().tobytes().hex()
 
     plain = run()
     original = {"convert": interpreter._convert_float, "np_dtype": interpreter._get_np_dtype}
@@ -122,7 +153,7 @@ def test_the_interpreter_shortcuts_change_no_result(tmp_path):
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
-    assert got["applied"] == dict.fromkeys(got["applied"], True) and len(got["applied"]) == 6
+    assert got["applied"] == dict.fromkeys(got["applied"], True) and len(got["applied"]) == 7
     assert got["same"]
     assert got["one_reading"]
     assert got["tables_differ"] == [] and got["dtypes_differ"] == []

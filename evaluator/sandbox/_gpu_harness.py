@@ -143,6 +143,10 @@ def _preload() -> None:
     # the spare's start-up.
     with contextlib.suppress(ImportError):
         import torch._higher_order_ops.triton_kernel_wrap  # noqa: F401
+    if os.environ.get("TRITON_INTERPRET") == "1":  # the CPU mode: the fork server's interpreter shortcuts
+        from kernel_scientist.evaluator.sandbox import _interpreter
+
+        _interpreter.remove_repeated_work()
 
 
 def main() -> None:

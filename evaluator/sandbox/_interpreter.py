@@ -47,6 +47,18 @@ Three smaller ones come from a profile of the main job's children (py-spy):
 All six run in the fork server (trusted code, before any candidate exists); every child inherits
 them. The interpreter's results are unchanged, so are the evaluator's: the main job's blackboard
 is identical record for record with and without them (docs/evaluator.md, "Wall time").
+
+A seventh changes the order of a computation, not its meaning: ``reduce_and_scan_by_halves``.
+``tl.reduce`` and ``tl.associative_scan`` with a combine function of the kernel's own (every
+reduction and scan Inductor writes: its max and min propagate NaN, its scans carry their own
+combine) fell to the interpreter's element-by-element loop, one interpreted call per element: a
+lowered row reduction took 8 s a program, and its evaluation ran past its limit. Both operations
+require an associative combine function, and a GPU applies it in a tree, not left to right; so
+the reduction combines neighbouring pairs, halving the axis each time (log2 n calls on whole
+arrays), and the scan adds in the value 2^k places earlier for k = 0, 1, ... (Hillis and Steele).
+Neighbours stay in order, so a combine that is associative but not commutative (an argmax that
+keeps the left index on ties) gives the same answer; a floating-point sum may round differently
+in its last bits, as it does between a GPU's tree and a sequential loop.
 """
 
 from __future__ import annotations
@@ -59,6 +71,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import numpy.typing as npt
 
 _GATE = "if not self.builder.options.debug:"
@@ -73,6 +86,7 @@ def remove_repeated_work() -> dict[str, bool]:
         "rewrite_library_helpers": rewrite_library_helpers() > 0,
         "convert_fp8_by_table": convert_fp8_by_table(),
         "table_np_dtypes": table_np_dtypes(),
+        "reduce_and_scan_by_halves": reduce_and_scan_by_halves(),
     }
 
 
@@ -309,3 +323,67 @@ def rewrite_from_one_reading() -> bool:
         return self._compile_and_exec(transformed_ast)
 
     return _install(rewriter, rewrite_ast, original, "_ks_one_reading")
+
+
+def _combined(out: object, like: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """A combine function's result as an array of ``like``'s shape and type (it may return a
+    tensor, a constexpr or a plain number for a part that does not depend on its inputs)."""
+    value = getattr(out, "handle", None)
+    data = value.data if value is not None else getattr(out, "value", out)
+    return np.broadcast_to(np.asarray(data), like.shape).astype(like.dtype)
+
+
+def reduce_and_scan_by_halves() -> bool:
+    """Replace the interpreter's element-by-element ``generic_reduce`` and ``generic_scan`` (see
+    the module note); True when applied, which is only where both exist as this module expects."""
+    from triton.runtime import interpreter
+
+    reduce_ops = getattr(interpreter, "ReduceOps", None)
+    scan_ops = getattr(interpreter, "ScanOps", None)
+    if reduce_ops is None or scan_ops is None:
+        return False
+    original_reduce = getattr(reduce_ops, "generic_reduce", None)
+    original_scan = getattr(scan_ops, "generic_scan", None)
+    if original_reduce is None or original_scan is None:
+        return False
+    if getattr(original_reduce, "_ks_by_halves", False):
+        return True
+
+    def combine(op: Any, dtypes: list[Any], left: list[Any], right: list[Any]) -> list[npt.NDArray[Any]]:
+        out = op.combine_fn.fn(
+            *(op.to_tensor(x, t) for x, t in zip(left, dtypes)), *(op.to_tensor(x, t) for x, t in zip(right, dtypes))
+        )
+        return [_combined(o, x) for o, x in zip(out if isinstance(out, tuple) else (out,), left)]
+
+    def generic_reduce(self: Any, input: tuple[Any, ...]) -> list[Any]:
+        original_axis = self.axis
+        tensors, axis = self.unravel(input, self.axis)
+        dtypes = [t.dtype for t in tensors]
+        data = [np.moveaxis(t.handle.data, axis, -1) for t in tensors]
+        while data[0].shape[-1] > 1:  # a block's sizes are powers of two: the halves are blocks too
+            data = combine(self, dtypes, [d[..., 0::2] for d in data], [d[..., 1::2] for d in data])
+        out = []
+        for d, t in zip(data, dtypes):
+            value = d[..., 0]
+            if self.keep_dims:
+                value = np.expand_dims(value, axis) if original_axis is not None else value.reshape((1,) * d.ndim)
+            elif original_axis is None:
+                value = value.item()
+            out.append(self.to_tensor(value, t))
+        return out
+
+    def generic_scan(self: Any, input: tuple[Any, ...]) -> list[Any]:
+        dtypes = [t.dtype for t in input]
+        data = [np.moveaxis(t.handle.data, self.axis, -1) for t in input]
+        n, step = data[0].shape[-1], 1
+        while step < n:
+            # Whole blocks (a block's sizes are powers of two): each value combined with the one
+            # ``step`` places earlier; the first ``step`` are paired with themselves and kept as they were.
+            earlier = [np.concatenate([d[..., :step], d[..., : n - step]], axis=-1) for d in data]
+            sums = combine(self, dtypes, earlier, data)
+            data = [np.concatenate([d[..., :step], s[..., step:]], axis=-1) for d, s in zip(data, sums)]
+            step *= 2
+        return [self.to_tensor(np.moveaxis(d, -1, self.axis), t) for d, t in zip(data, dtypes)]
+
+    _install(reduce_ops, generic_reduce, original_reduce, "_ks_by_halves")
+    return _install(scan_ops, generic_scan, original_scan, "_ks_by_halves")
