@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from kernel_scientist.blackboard.records import Shape
 from kernel_scientist.evaluator import Task
-from kernel_scientist.evaluator.sandbox import InductorRequest, run_capture
+from kernel_scientist.evaluator.sandbox import InductorCapture, InductorRequest, run_capture
 from kernel_scientist.knowledge.lowering import Lowered, LoweringError, Setting, standalone
 
-__all__ = ["Lowered", "LoweringError", "example_shape", "lower_seed"]
+__all__ = ["Lowered", "LoweringError", "capture_seed", "example_shape", "from_capture", "lower_seed"]
 
 
 def example_shape(task: Task) -> Shape:
@@ -32,22 +32,34 @@ def example_shape(task: Task) -> Shape:
     return max(general or task.tests, key=volume)
 
 
-def lower_seed(task: Task, source: str, seed_name: str = "submission.py", timeout_s: float = 300.0) -> Lowered:
-    """``source`` (a submission with no Triton kernel) lowered by Inductor on this machine's
-    device; LoweringError with one line when Inductor cannot give one module covering every shape."""
+def capture_seed(
+    task: Task, source: str, seed_name: str = "submission.py", timeout_s: float = 300.0
+) -> InductorCapture:
+    """What Inductor writes for ``source`` (a submission with no Triton kernel) on this machine's
+    device, traced on ``example_shape`` with every size symbolic and checked against the task's
+    other shapes; LoweringError with one line when it cannot give one module covering them all."""
     shape = example_shape(task)
     others = [s for s in task.tests + task.benchmarks if s != shape]
     request = InductorRequest(modules=task.modules, source=source, shape=shape, others=others, seed_name=seed_name)
     try:
-        capture = run_capture(request, timeout_s=timeout_s)
+        return run_capture(request, timeout_s=timeout_s)
     except ValueError as exc:
         raise LoweringError(str(exc)) from None
+
+
+def from_capture(capture: InductorCapture, task: Task, seed_name: str = "submission.py") -> Lowered:
+    """The standalone submission made of a capture, its provenance in the header."""
     target = {"cuda": "CUDA", "hip": "ROCm", "cpu": "Triton's CPU backend"}.get(capture.target, capture.target)
     provenance = (
         f"Lowered by Inductor from {seed_name} (torch {capture.torch}, triton {capture.triton}, code for "
-        f"{target}), traced on {shape.label()} with every size symbolic."
+        f"{target}), traced on {example_shape(task).label()} with every size symbolic."
     )
     settings = {k: [Setting(s.blocks, s.num_warps, s.num_stages) for s in v] for k, v in capture.settings.items()}
     return standalone(
         capture.code, capture.inputs, capture.params, capture.returns, settings, capture.helpers, provenance
     )
+
+
+def lower_seed(task: Task, source: str, seed_name: str = "submission.py", timeout_s: float = 300.0) -> Lowered:
+    """``capture_seed`` made a standalone submission (``from_capture``)."""
+    return from_capture(capture_seed(task, source, seed_name, timeout_s), task, seed_name)

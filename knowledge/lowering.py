@@ -20,7 +20,7 @@ every test is what shows it covers them, as for any other candidate.
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 _DROPPED_CALLS = {"assert_size_stride", "assert_alignment", "get_raw_stream", "set_device"}
@@ -61,7 +61,7 @@ def standalone(
     inputs: Sequence[str],
     params: Sequence[str],
     returns: str,
-    settings: dict[str, Sequence[Setting]],
+    settings: Mapping[str, Sequence[Setting]],
     helpers: str,
     provenance: str,
 ) -> Lowered:
@@ -116,7 +116,7 @@ def standalone(
 
 
 # ---- the kernels --------------------------------------------------------------------------------
-def _kernels(tree: ast.Module, settings: dict[str, Sequence[Setting]]) -> dict[str, _Kernel]:
+def _kernels(tree: ast.Module, settings: Mapping[str, Sequence[Setting]]) -> dict[str, _Kernel]:
     found: dict[str, _Kernel] = {}
     for node in tree.body:
         call = node.value if isinstance(node, ast.Assign) else None
@@ -137,7 +137,7 @@ def _kernels(tree: ast.Module, settings: dict[str, Sequence[Setting]]) -> dict[s
     return found
 
 
-def _kernel(name: str, src: str, index: int, settings: dict[str, Sequence[Setting]]) -> _Kernel:
+def _kernel(name: str, src: str, index: int, settings: Mapping[str, Sequence[Setting]]) -> _Kernel:
     defs: list[ast.FunctionDef] = []
     kernel: ast.FunctionDef | None = None
     grid_type = ""
@@ -213,7 +213,7 @@ def _is_constexpr(annotation: ast.expr | None) -> bool:
     return annotation is not None and ast.unparse(annotation) in {"tl.constexpr", "triton.language.constexpr"}
 
 
-def _first(settings: dict[str, Sequence[Setting]], kernel: _Kernel) -> Setting:
+def _first(settings: Mapping[str, Sequence[Setting]], kernel: _Kernel) -> Setting:
     candidates = settings.get(kernel.name) or []
     if not candidates:
         if kernel.constexprs:
@@ -288,7 +288,7 @@ class _Launcher(ast.NodeTransformer):
     def __init__(
         self,
         kernels: dict[str, _Kernel],
-        settings: dict[str, Sequence[Setting]],
+        settings: Mapping[str, Sequence[Setting]],
         inputs: Sequence[str],
         params: Sequence[str],
     ) -> None:

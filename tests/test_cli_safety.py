@@ -239,7 +239,14 @@ def test_version_of_a_source_tree_never_installed(monkeypatch):
 
 
 # ---- the walk: every command, every option, bad values --------------------------------------
-OUTPUTS = {("run", "--db"), ("export", "--out"), ("report", "--out"), ("sweep", "--out"), ("watch", "--svg")}
+OUTPUTS = {
+    ("run", "--db"),
+    ("export", "--out"),
+    ("report", "--out"),
+    ("sweep", "--out"),
+    ("watch", "--svg"),
+    ("lower", "--out"),
+}
 ACCEPTED = {("logs", "--grep")}  # any text is a valid search; it just matches nothing
 
 
@@ -275,6 +282,7 @@ def _walk(board, files, tmp):
         "export": {"--db": ["--db", board], "--out": ["--out", tmp / "x.py"]},
         "sweep": {"scenario": [SMOKE], "--out": ["--out", tmp / "sweep"]},
         "evaluate": {"file": [ROOT / "evaluator" / "tasks" / "amd_fp8_mm" / "submission.py"]},
+        "lower": {"task": [ROOT / "tests" / "problems" / "rowscan"], "--out": ["--out", tmp / "lowered.py"]},
     }
     parser = ks_cli.parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices

@@ -22,7 +22,7 @@ import ast
 import contextlib
 import copy
 import inspect
-import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,6 +32,7 @@ from typing import Any
 
 import msgspec
 from kernel_scientist.blackboard.records import Shape
+from kernel_scientist.evaluator.sandbox._forkserver import scrubbed_env
 
 
 class InductorRequest(msgspec.Struct, frozen=True):
@@ -275,7 +276,7 @@ def capture(request: InductorRequest) -> InductorCapture:
     torch._dynamo.reset()
     compiled = torch.compile(fn, backend=backend, dynamic=True, fullgraph=True)
     try:
-        result = compiled(*args)  # type: ignore[no-untyped-call]
+        result = compiled(*args)
     except torch._dynamo.exc.Unsupported as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ValueError(f"Dynamo cannot trace {request.seed_name} as one graph: {first}") from None
@@ -360,9 +361,13 @@ def _source_expr(name: str) -> str:
 def run_capture(request: InductorRequest, timeout_s: float = 300.0) -> InductorCapture:
     """Lower in a process of its own (the seed and torch.compile never run in the campaign's);
     ValueError with one line when it cannot."""
-    env = dict(os.environ)
+    # The sandbox's environment (our packages on the path, no credentials) without the Triton
+    # interpreter, run from a folder of its own: from the repository root, ``-m`` would find the
+    # checkout's kernel_scientist/ before the installed tree's.
+    env = scrubbed_env()
     env.pop("TRITON_INTERPRET", None)
-    env["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="ks-inductor-cache-")
+    work = Path(tempfile.mkdtemp(prefix="ks-inductor-"))
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(work / "cache")
     try:
         done = subprocess.run(
             [sys.executable, "-m", "kernel_scientist.evaluator.sandbox._inductor"],
@@ -370,10 +375,13 @@ def run_capture(request: InductorRequest, timeout_s: float = 300.0) -> InductorC
             capture_output=True,
             timeout=timeout_s,
             env=env,
+            cwd=work,
             check=False,
         )
     except subprocess.TimeoutExpired:
         raise ValueError(f"Inductor took longer than {timeout_s:g} s") from None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     decoded = None
     if done.stdout:
         lines = done.stdout.strip().splitlines()

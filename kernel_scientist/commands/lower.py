@@ -8,6 +8,7 @@ bad usage. Nothing is written but --out.
 from __future__ import annotations
 
 import argparse
+import ast
 import sys
 from pathlib import Path
 
@@ -28,6 +29,22 @@ def add(sub: Subparsers) -> None:
     lo.set_defaults(handler=_lower, on_interrupt=lambda args: "interrupted while lowering; nothing was written")
 
 
+def _python(seed: Path) -> str:
+    """The seed's text, refused in one line unless it is Python that defines ``custom_kernel``."""
+    try:
+        source = seed.read_bytes().decode()
+        tree = ast.parse(source)
+    except UnicodeDecodeError:
+        raise UsageError(f"{seed}: not a text file; pass the PyTorch submission with --seed") from None
+    except SyntaxError as exc:
+        raise UsageError(f"{seed}: not Python (line {exc.lineno}: {exc.msg})") from None
+    except OSError as exc:
+        raise UsageError(f"{seed}: cannot read ({exc.strerror})") from None
+    if not any(isinstance(n, ast.FunctionDef) and n.name == "custom_kernel" for n in tree.body):
+        raise UsageError(f"{seed}: defines no custom_kernel, so it is not a submission")
+    return source
+
+
 def _lower(args: argparse.Namespace) -> int:
     from kernel_scientist.evaluator import load_task
     from kernel_scientist.knowledge.lowering import is_pytorch_only
@@ -37,7 +54,7 @@ def _lower(args: argparse.Namespace) -> int:
     seed = args.seed or Path(task.path) / "submission.py"
     if not seed.is_file():
         raise UsageError(f"{seed}: no such file (pass the PyTorch submission with --seed)")
-    source = seed.read_text()
+    source = _python(seed)
     if not is_pytorch_only(source):
         raise UsageError(f"{seed}: has a kernel of its own (Triton or an extension); only a PyTorch seed is lowered")
     if args.out is not None:

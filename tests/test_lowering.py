@@ -1,0 +1,175 @@
+"""A PyTorch seed lowered by Inductor into a Triton submission, through `kernel-scientist lower`.
+
+Inductor really runs (a process of its own, code generation for Triton's CPU backend on this
+machine); the lowered submissions are then judged by the evaluator like any other kernel. The
+three PyTorch seeds cover the kinds the lowering must handle: elementwise (vecadd), a reduction with
+two outputs (rowstats) and a scan (rowscan, whose folder seed is plain PyTorch).
+"""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import msgspec
+import pytest
+from kernel_scientist.blackboard.records import Outcome
+from kernel_scientist.evaluator import LocalBackend, SimulatedBackend, load_task
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBLEMS = ROOT / "tests" / "problems"
+
+SEEDS = {  # folder: its PyTorch seed
+    "vecadd": PROBLEMS / "vecadd" / "solutions" / "correct" / "torch_add.py",
+    "rowstats": PROBLEMS / "rowstats" / "solutions" / "correct" / "torch_rows.py",
+    "rowscan": PROBLEMS / "rowscan" / "submission.py",
+}
+
+
+def _lower(*args: str | Path, cwd: Path) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "kernel_scientist", "lower", *map(str, args)]
+    return subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finish(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=600)
+    return proc.returncode, out, err
+
+
+@pytest.fixture(scope="module")
+def lowered(tmp_path_factory):
+    """Each seed lowered into a file (the three Inductor processes at once)."""
+    where = tmp_path_factory.mktemp("lowered")
+    procs = {
+        name: _lower(PROBLEMS / name, "--seed", seed, "--out", where / f"{name}.py", cwd=where)
+        for name, seed in SEEDS.items()
+    }
+    out = {}
+    for name, proc in procs.items():
+        code, _, err = _finish(proc)
+        assert code == 0, err
+        out[name] = ((where / f"{name}.py").read_text(), err)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(SEEDS))
+def test_the_lowered_submission_stands_alone(lowered, name):
+    source, err = lowered[name]
+    seed = SEEDS[name].name
+    assert f"lowered {seed} into " in err and "library calls kept: none" in err
+    assert source.startswith(f'"""Lowered by Inductor from {seed} (torch ')
+    tree = ast.parse(source)
+    imports = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imports |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert imports <= {"math", "torch", "triton", "triton.language"}, imports  # no Inductor at call time
+    jitted = [
+        f.name
+        for f in tree.body
+        if isinstance(f, ast.FunctionDef) and any("triton.jit" in ast.unparse(d) for d in f.decorator_list)
+    ]
+    assert any(k.startswith("triton_") for k in jitted)
+    # The launch settings are module literals the catalogue's techniques find and tune.
+    constants = {
+        t.id: n.value.value
+        for n in tree.body
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
+    assert "XBLOCK_0" in constants and all(isinstance(v, int) and v > 0 for v in constants.values())
+    launch = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "custom_kernel")
+    assert "XBLOCK=XBLOCK_0" in ast.unparse(launch) and "num_warps=" in ast.unparse(launch)
+
+
+@pytest.mark.parametrize("name", sorted(SEEDS))
+async def test_the_lowered_submission_passes_the_folders_check(lowered, name):
+    task = load_task(PROBLEMS / name)
+    source, _ = lowered[name]
+    with SimulatedBackend(task, device="h200", noise=0.0, timeout_s=120) as sim:
+        report = await sim.evaluate(source, submission_id=1, secret_seed=3)
+        seed = await sim.evaluate(SEEDS[name].read_text(), submission_id=2, secret_seed=3)
+    assert report.outcome is Outcome.PASSED, report.reason
+    assert seed.outcome is Outcome.PASSED and report.score_us is not None
+    # Under Triton's interpreter, the real processes and protocol, on the folder's smallest test.
+    small = msgspec.structs.replace(task, benchmarks=[min(task.tests, key=lambda s: s.work())])
+    local = LocalBackend(small, device="cpu", timeout_s=120, max_calls=3, shape_budget_s=0.3)
+    report = await local.evaluate(source, submission_id=3, secret_seed=4)
+    assert report.outcome is Outcome.PASSED, report.reason
+
+
+def test_a_library_call_is_kept_and_named(tmp_path):
+    seed = tmp_path / "seed_mm.py"
+    seed.write_text(
+        "import torch\n\n\ndef custom_kernel(x):\n"
+        "    ones = torch.ones(x.shape[1], 2, device=x.device, dtype=x.dtype)\n"
+        "    return (x @ ones)[:, 0], x.amax(dim=1)\n"
+    )
+    code, out, err = _finish(_lower(PROBLEMS / "rowstats", "--seed", seed, cwd=tmp_path))
+    assert code == 0, err
+    assert "library calls kept: torch.mm" in err
+    assert "Kept as library calls (Inductor hands these ops to a library): torch.mm." in out
+    assert "torch.mm(" in out and list(tmp_path.iterdir()) == [seed]  # printed, nothing written
+
+
+def test_a_seed_inductor_specialises_is_refused_in_one_line(tmp_path):
+    seed = tmp_path / "seed_branch.py"
+    seed.write_text(
+        "def custom_kernel(x):\n"
+        "    if x.shape[1] > 500:\n"
+        "        return x.sum(dim=1), x.amax(dim=1)\n"
+        "    return x.double().sum(dim=1).float(), x.amax(dim=1)\n"
+    )
+    out = tmp_path / "out.py"
+    code, stdout, err = _finish(_lower(PROBLEMS / "rowstats", "--seed", seed, "--out", out, cwd=tmp_path))
+    assert code == 1 and stdout == "" and not out.exists()
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("kernel-scientist: seed_branch.py was not lowered: Inductor specialised the lowering")
+    assert "> 500" in err
+
+
+def test_bad_usage_is_one_line_and_writes_nothing(tmp_path):
+    existing = tmp_path / "out.py"
+    existing.write_text("mine\n")
+    cases = {
+        # A Triton seed has nothing to lower.
+        (PROBLEMS / "vecadd",): "has a kernel of its own (Triton or an extension); only a PyTorch seed is lowered",
+        (PROBLEMS / "rowscan", "--seed", tmp_path / "nope.py"): "nope.py: no such file",
+        (tmp_path / "nofolder",): "nofolder",
+        (PROBLEMS / "rowscan", "--out", existing): "--force",
+    }
+    procs = {args: _lower(*args, cwd=tmp_path) for args in cases}
+    for args, proc in procs.items():
+        code, out, err = _finish(proc)
+        assert code == 2 and out == "", (args, err)
+        assert err.count("\n") == 1 and cases[args] in err and "Traceback" not in err, err
+    assert existing.read_text() == "mine\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.py"]
+
+
+def test_the_lowering_benchmark_records_each_contender(tmp_path):
+    """scripts/bench_lowering.py on this machine: Inductor lowers for Triton's CPU backend and the
+    evaluations are simulated, labelled so."""
+    out = tmp_path / "bench"
+    cmd = [sys.executable, str(ROOT / "scripts" / "bench_lowering.py"), str(PROBLEMS / "rowscan")]
+    done = subprocess.run(
+        [*cmd, str(PROBLEMS / "vecadd"), "--out", str(out), "--no-compile"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads((out / "lowering.json").read_text())
+    assert record["meta"]["backend"] == "simulated" and "simulated" in record["meta"]["device"]
+    scan = record["folders"]["rowscan"]
+    assert scan["lowering"]["lowered"] and scan["lowered"]["outcome"] == scan["seed"]["outcome"] == "passed"
+    assert scan["lowered"]["simulated"] and "torch.compile" not in scan
+    assert record["folders"]["vecadd"]["lowering"] == {"lowered": False, "reason": "the seed has a kernel of its own"}
+    with gzip.open(out / "captures.json.gz", "rt") as f:
+        assert set(json.load(f)) == {"rowscan"}
+    assert re.search(r"rowscan +\| lowering ok \| lowered passed [\d.]+ us \| seed passed", done.stdout), done.stdout
