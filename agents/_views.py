@@ -1,15 +1,25 @@
-"""Views: the plain data a brain is shown, read from the blackboard."""
+"""Views: the plain data a brain is shown, read from the blackboard.
+
+Per shape they say how far a kernel is from the speed of light and whether the shape is host-bound
+(``blackboard.metrics`` defines both). What the speed of light is (the folder's declared one, or a
+lower bound from its input and output bytes) is the task's to say: given the ``Task``, every note
+names it; without one they say plainly "speed of light".
+"""
 
 from __future__ import annotations
 
 from kernel_scientist.blackboard import Blackboard, EvalReport, Evaluation, Kernel, ShapeResult, metrics
+from kernel_scientist.evaluator import Task
+from kernel_scientist.evaluator.model import report_host_floor_us
 
 from .brain import KernelView
 
 
-def kernel_view(board: Blackboard, kernel: Kernel) -> KernelView:
+def kernel_view(board: Blackboard, kernel: Kernel, task: Task | None = None) -> KernelView:
     ev = board.evaluation_for(kernel.id)
     report = ev.report if ev is not None and ev.report.passed() else None
+    basis = task.sol_basis() if task is not None else None
+    floor = report_host_floor_us(report.provenance) if report else None
     return KernelView(
         id=kernel.id,
         parent_id=kernel.parent_id,
@@ -17,36 +27,53 @@ def kernel_view(board: Blackboard, kernel: Kernel) -> KernelView:
         summary=kernel.summary,
         score_us=report.score_us if report else None,
         shape_us=[s.time_us for s in report.shapes] if report else [],
-        shape_notes=[shape_note(s) for s in report.shapes] if report else [],
+        shape_notes=[shape_note(s, basis, floor) for s in report.shapes] if report else [],
     )
 
 
-def shape_note(shape: ShapeResult) -> str:
-    """Where one shape's time goes, in words: host-bound or how far from the speed of light."""
+def shape_note(shape: ShapeResult, basis: metrics.SolBasis | None = None, host_floor_us: float | None = None) -> str:
+    """Where one shape's time goes, in words: host-bound or not, and how far from the speed of
+    light ("3.2x the I/O-bytes lower bound (31% of speed of light)")."""
     parts = []
-    if shape.bound() == "host":
-        parts.append(f"host-bound ({shape.host_us:.0f} of {shape.time_us:.0f} us in host work)")
-    fraction = shape.sol_fraction()
-    if fraction is not None:
-        parts.append(f"{fraction:.0%} of speed of light")
+    if metrics.host_bound(shape, host_floor_us):
+        if shape.host_us is not None:
+            parts.append(f"host-bound ({shape.host_us:.0f} of {shape.time_us:.0f} us in host work)")
+        else:
+            parts.append(f"host-bound ({host_floor_us:.0f} of {shape.time_us:.0f} us is the host floor)")
+    if sol := metrics.sol_text(shape, basis):
+        parts.append(sol)
     return ", ".join(parts)
 
 
-def bounds_summary(report: EvalReport) -> str:
-    """One line on which shapes are host-bound and which are farthest from the speed of light;
-    empty where the backend measured no host time (simulated)."""
+def bounds_summary(report: EvalReport, task: Task | None = None) -> str:
+    """One line on which shapes are host-bound and which are farthest from (and nearest to) the
+    speed of light; empty where neither is known. With the task: what the speed of light is, and
+    why there is none when its input and output bytes could not be had."""
+    basis = task.sol_basis() if task is not None else None
+    floor = report_host_floor_us(report.provenance)
     shapes = [s for s in report.shapes if s.time_us]
-    host = [s.shape.label() for s in shapes if s.bound() == "host"]
-    device = [s for s in shapes if s.bound() == "device" and s.sol_fraction() is not None]
+    host = [s.shape.label() for s in shapes if metrics.host_bound(s, floor)]
+    device = [s for s in shapes if metrics.host_bound(s, floor) is False and s.sol_us]
+    missing = _no_bound(report, task)
     if not host and not device:
-        return ""
+        return missing
     text = f"host-bound on {len(host)} of {len(shapes)} shapes" + (
         f" ({', '.join(host[:4])}{', ...' if len(host) > 4 else ''})" if host else ""
     )
     if device:
-        far = min(device, key=lambda s: s.sol_fraction() or 0.0)  # device: those with a fraction
-        text += f"; farthest from the speed of light: {far.shape.label()} at {far.sol_fraction():.0%}"
-    return text
+        by_ratio = sorted(device, key=lambda s: metrics.sol_ratio(s) or 0.0)  # device: those with a ratio
+        far, near = by_ratio[-1], by_ratio[0]
+        text += f"; farthest from the speed of light: {far.shape.label()} at {metrics.sol_text(far, basis)}"
+        if near is not far:
+            text += f", nearest {near.shape.label()} at {metrics.sol_ratio(near):.1f}x"
+    return "; ".join(filter(None, [text, missing]))
+
+
+def _no_bound(report: EvalReport, task: Task | None) -> str:
+    """Why a task has no speed of light (``Task.no_sol_reason``); empty where one was recorded."""
+    if task is None or not report.shapes or any(s.sol_us for s in report.shapes):
+        return ""
+    return task.no_sol_reason(report.shapes[0].shape)
 
 
 def observed_uplift(base: Evaluation | None, new: Evaluation | None) -> float | None:

@@ -59,7 +59,7 @@ class Archivist(Agent):
         base_score = base_ev.report.passed_score() if base_ev else None
         if hyp is None or base_score is None:
             text = f"kernel {kernel.id} ({kernel.author}) scores {score:.1f} us ({report.provenance.label()})"
-            if bounds := bounds_summary(report):
+            if bounds := bounds_summary(report, self.ctx.task):
                 text += f"; {bounds}"
             board.add_finding(technique=technique, scope="all", uplift=0.0, evidence=[ev.id], text=text, at=self.now())
             self.say("finding", text, kernel_id=kernel.id)
@@ -75,7 +75,7 @@ class Archivist(Agent):
             f"{hyp.technique} ({hyp.params and ', '.join(f'{k}={v}' for k, v in hyp.params.items())})"
             f" on kernel {hyp.base_id}: {metrics.uplift_text(overall)} overall; " + ", ".join(parts)
         )
-        if bounds := bounds_summary(report):
+        if bounds := bounds_summary(report, self.ctx.task):
             text += f"; kernel {kernel.id} is {bounds}"
         board.add_finding(
             technique=hyp.technique, scope="all", uplift=round(overall, 5), evidence=[ev.id], text=text, at=self.now()
@@ -96,7 +96,7 @@ class Archivist(Agent):
         return sorted({s.base_id for s in self.board.selections() if s.state == SelectionState.EXHAUSTED})
 
     def _candidates(self) -> list[KernelView]:
-        views = [kernel_view(self.board, k) for k in self.board.kernels(KernelState.EVALUATED)]
+        views = [kernel_view(self.board, k, self.ctx.task) for k in self.board.kernels(KernelState.EVALUATED)]
         return [v for v in views if v.score_us is not None]
 
     async def select(self) -> None:

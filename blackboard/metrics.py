@@ -28,16 +28,34 @@ same campaign gives the same figure everywhere. Definitions:
 - **Re-timings** = over the would-be leaders timed more than once: how many, and the median of
   the later timings' geometric mean over the first, minus one (how much a first timing flattered).
 - The window of a finished campaign ends at its close; of a running one, at ``now``.
+- **Distance from the speed of light** of a shape = its time / its speed of light (3.2 = "3.2x").
+  The speed of light is the folder's declared roofline, or without one a lower bound: the bytes its
+  inputs and outputs hold over HBM bandwidth. Every surface names which (``bound_name``).
+- **Host-bound**: the host's work is at least ``records.HOST_BOUND`` (60%) of a call's time. The work is
+  measured inside the call on a real GPU; on a simulated one it is the device's host floor (the
+  protocol's cost of a call with one launch: the least host work any call has). Such a shape's GPU
+  waits on the host, so a faster kernel gains little there and a leaner host path (fewer launches,
+  a direct launch) is what helps.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Literal
 
 import msgspec
 
 from .config import scenario_from_json
-from .records import Campaign, Evaluation, Hypothesis, RunSegment, Submission, SubmissionState
+from .records import (
+    Campaign,
+    Evaluation,
+    Hypothesis,
+    RunSegment,
+    ShapeResult,
+    Submission,
+    SubmissionState,
+)
 
 
 def speedup(base_us: float | None, new_us: float | None) -> float | None:
@@ -80,6 +98,61 @@ def predicted_range_text(min_uplift: float, max_uplift: float, digits: int = 1) 
     """A predicted [min, max] uplift as every surface writes it: "+5.0%..+60.0%" (``digits``
     after the point)."""
     return f"{min_uplift:+.{digits}%}..{max_uplift:+.{digits}%}"
+
+
+# Where a speed of light comes from: the folder's declared flops/bytes, or the bytes its tensors hold
+# (``Task.sol_basis``).
+SolBasis = Literal["declared", "io-bytes"]
+
+
+def bound_name(basis: SolBasis | None) -> str:
+    """What a shape's speed of light is called on every surface: the folder's declared one, or the
+    lower bound from input and output bytes (``Task.sol_basis``); None, where the task is not at
+    hand: plainly "speed of light"."""
+    if basis is None:
+        return "speed of light"
+    return "declared speed of light" if basis == "declared" else "I/O-bytes lower bound"
+
+
+def bound_description(basis: SolBasis | None) -> str:
+    """What the speed of light is, in a clause a report prints once beside its name."""
+    if basis == "declared":
+        return "the folder's declared flops and bytes at the device's peak rates"
+    if basis == "io-bytes":
+        return "a lower bound: the bytes the inputs and outputs hold, over peak HBM bandwidth"
+    return "as the backend recorded it"
+
+
+def sol_ratio(shape: ShapeResult) -> float | None:
+    """How far a shape is from its speed of light: time / speed of light (1.0 = at it), the
+    inverse of the record's ``sol_fraction``; None where either is missing."""
+    fraction = shape.sol_fraction()
+    return 1 / fraction if fraction else None
+
+
+def sol_text(shape: ShapeResult, basis: SolBasis | None) -> str:
+    """ "3.2x the I/O-bytes lower bound (31% of speed of light)"; empty without a speed of light."""
+    ratio = sol_ratio(shape)
+    if ratio is None:
+        return ""
+    return f"{ratio:.1f}x the {bound_name(basis)} ({1 / ratio:.0%} of speed of light)"
+
+
+def host_bound(shape: ShapeResult, host_floor_us: float | None = None) -> bool | None:
+    """Whether a shape is host-bound (module note): the record's own rule (``ShapeResult.bound``)
+    on its measured host work, else on ``host_floor_us`` (simulated: the least host work any call
+    has). None where neither is known or the shape has no time."""
+    if shape.host_us is None and host_floor_us is not None:
+        shape = msgspec.structs.replace(shape, host_us=host_floor_us)
+    bound = shape.bound()
+    return None if bound is None else bound == "host"
+
+
+def shape_words(labels: Sequence[str]) -> str:
+    """What ranked shapes' labels (``Shape.label``) are made of, for a heading or a prompt: a
+    matrix product's "m x n x k" ("1024x576x7168"), else the folder's own generate_input
+    arguments ("size=512")."""
+    return "m x n x k" if labels and all(s and "=" not in s for s in labels) else "generate_input's arguments"
 
 
 class Usage(msgspec.Struct, frozen=True):

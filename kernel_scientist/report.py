@@ -1,7 +1,8 @@
 """The campaign report: one static HTML page with PNG plots, written from a blackboard file.
 
 Sections: best score against submissions and against campaign time; the best kernel's speed-up per
-ranked shape over the seed and over the PyTorch reference; the lineage tree of kernels; the
+ranked shape over the seed and over the PyTorch reference, with its distance from the speed of
+light and the host-bound shapes (``status.bound_lines`` says what those are); the lineage tree of kernels; the
 hypothesis ledger (predicted range against observed uplift, with verdicts); evaluator utilisation
 and queue wait; and LLM tokens and cost per agent when the blackboard holds LLM-usage records.
 
@@ -32,6 +33,7 @@ from kernel_scientist.blackboard import (  # noqa: E402
     metrics,
     seed_evaluation,
 )
+from kernel_scientist.evaluator.model import report_host_floor_us  # noqa: E402
 
 from . import status as status_mod  # noqa: E402
 
@@ -118,6 +120,8 @@ def _per_shape(board: Blackboard, out: Path, label: str, st: status_mod.Status) 
     best = best_ev.report.shapes if best_ev is not None else []
     seed = seed_evaluation(board)
     ref = board.campaign().reference
+    task = status_mod.campaign_task(board)
+    floor = report_host_floor_us(best_ev.report.provenance) if best_ev is not None else None
     labels, vs_seed, vs_ref = [], [], []
     for i, s in enumerate(best):
         labels.append(s.shape.label())
@@ -132,16 +136,27 @@ def _per_shape(board: Blackboard, out: Path, label: str, st: status_mod.Status) 
     ax.axhline(1.0, color="black", lw=0.8)
     ax.set_xticks(list(xs), labels, rotation=30, ha="right")
     ax.set_ylabel(f"speed-up (x, {label})")
-    ax.set_title(f"kernel {st.best.kernel_id}: speed-up per ranked shape (m x n x k, {label})")
+    ax.set_title(f"kernel {st.best.kernel_id}: speed-up per ranked shape ({metrics.shape_words(labels)}, {label})")
     ax.legend()
     ax.grid(axis="y", alpha=0.3)
     _save(fig, out / "per_shape.png")
+    name = metrics.bound_name(task.sol_basis() if task else None)
     rows = "".join(
-        f"<tr><td>{html.escape(name)}</td><td>{_x(s)}</td><td>{_x(r)}</td></tr>"
-        for name, s, r in zip(labels, vs_seed, vs_ref)
+        f"<tr><td>{html.escape(shape_label)}</td><td>{_us(r.time_us)}</td><td>{_x(s)}</td><td>{_x(ref_x)}</td>"
+        f"<td>{_x(_or_nan(metrics.sol_ratio(r)))}</td><td>{'yes' if metrics.host_bound(r, floor) else ''}</td></tr>"
+        for shape_label, r, s, ref_x in zip(labels, best, vs_seed, vs_ref)
     )
-    table = f"<table><tr><th>shape</th><th>vs seed ({label})</th><th>vs reference ({label})</th></tr>{rows}</table>"
+    table = (
+        f"<table><tr><th>shape</th><th>time ({label})</th><th>vs seed ({label})</th><th>vs reference ({label})</th>"
+        f"<th>x {html.escape(name)}</th><th>host-bound</th></tr>{rows}</table>"
+    )
+    notes = status_mod.bound_lines(best_ev.report, task) if best_ev is not None else []
+    table += "".join(f"<p>{html.escape(n)}</p>" for n in notes)
     return Section("Per-shape speed-up of the best kernel", "per_shape.png", table)
+
+
+def _us(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.1f} us"
 
 
 def _or_nan(v: float | None) -> float:

@@ -1,11 +1,28 @@
-"""The leaderboard: the best kernels of a campaign, with what produced every number."""
+"""The leaderboard: the best kernels of a campaign, with what produced every number.
+
+Per ranked shape the best kernel's time is set against its speed of light and marked host-bound
+where it is (``blackboard.metrics``). What that speed of light is (declared, or a lower bound from
+input and output bytes) is the task folder's to say, so the folder is read again from where the
+campaign's scenario named it; where it is gone, the bound is named plainly.
+"""
 
 from __future__ import annotations
 
 import msgspec
 
-from kernel_scientist.blackboard import Blackboard, Evaluation, KernelState, metrics, seed_evaluation, seed_score
-from kernel_scientist.evaluator import geomean
+from kernel_scientist.blackboard import (
+    Blackboard,
+    EvalReport,
+    Evaluation,
+    KernelState,
+    metrics,
+    scenario_from_json,
+    seed_evaluation,
+    seed_score,
+)
+from kernel_scientist.blackboard.records import HOST_BOUND
+from kernel_scientist.evaluator import Task, TaskError, geomean, load_task
+from kernel_scientist.evaluator.model import report_host_floor_us
 
 
 class Entry(msgspec.Struct, frozen=True):
@@ -177,8 +194,16 @@ def render(board: Blackboard, top: int = 10, width: int | None = None) -> str:
         )
         lines.append(row + fit(e.summary, None if width is None else max(12, width - len(row))))
     if st.best is not None:
-        lines += ["", f"best kernel {st.best.kernel_id}, per ranked shape (us, {label}): best / seed / reference"]
-        lines += _per_shape(board, st.best.kernel_id)
+        task = campaign_task(board)
+        best_ev = board.evaluation_for(st.best.kernel_id)
+        bound = ""
+        if best_ev is not None and any(s.sol_us for s in best_ev.report.shapes):
+            bound = f", x {metrics.bound_name(task.sol_basis() if task else None)}"
+        lines += [
+            "",
+            f"best kernel {st.best.kernel_id}, per ranked shape (us, {label}): best / seed / reference{bound}",
+        ]
+        lines += _per_shape(board, st.best.kernel_id, task)
     return "\n".join(lines)
 
 
@@ -186,17 +211,49 @@ def _fmt(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.1f} us"
 
 
-def _per_shape(board: Blackboard, kernel_id: int) -> list[str]:
+def campaign_task(board: Blackboard) -> Task | None:
+    """The campaign's problem folder, read again where its scenario named it; None when it is not
+    there any more (moved, or the file came from another machine)."""
+    try:
+        return load_task(scenario_from_json(board.campaign().config_json).task_path())
+    except (TaskError, msgspec.DecodeError, OSError):
+        return None
+
+
+def bound_lines(report: EvalReport, task: Task | None) -> list[str]:
+    """What the per-shape bound columns mean, for the best kernel's ``report``: the speed of
+    light's name and basis, the host-bound rule in force, or why there is no speed of light."""
+    basis = task.sol_basis() if task is not None else None
+    out = []
+    if any(s.sol_us for s in report.shapes):
+        name = metrics.bound_name(basis)
+        out.append(f"x {name}: the best kernel's time over its {name} ({metrics.bound_description(basis)})")
+    elif task is not None and basis == "io-bytes" and report.shapes:
+        out.append(task.no_sol_reason(report.shapes[0].shape) or "no speed of light recorded")
+    floor = report_host_floor_us(report.provenance)
+    if any(metrics.host_bound(s, floor) for s in report.shapes):
+        work = f"the device's {floor:.1f} us host floor" if floor is not None else "the host work measured"
+        out.append(f"host-bound: {work} is at least {HOST_BOUND:.0%} of the call's time")
+    return out
+
+
+def _per_shape(board: Blackboard, kernel_id: int, task: Task | None) -> list[str]:
     best_ev = board.evaluation_for(kernel_id)
     best = best_ev.report.shapes if best_ev is not None else []
     seed = seed_evaluation(board)
     ref = board.campaign().reference
+    floor = report_host_floor_us(best_ev.report.provenance) if best_ev is not None else None
     out = []
     for i, s in enumerate(best):
         seed_t = seed.report.shapes[i].time_us if seed and seed.report.shapes else None
         ref_t = ref.shapes[i].time_us if ref and ref.shapes else None
-        out.append(f"  {s.shape.label():>16}: {_fmt(s.time_us):>10} / {_fmt(seed_t):>10} / {_fmt(ref_t):>10}")
+        row = f"  {s.shape.label():>16}: {_fmt(s.time_us):>10} / {_fmt(seed_t):>10} / {_fmt(ref_t):>10}"
+        ratio = metrics.sol_ratio(s)
+        row += f" {ratio:8.1f}x" if ratio is not None else ""
+        out.append(row + ("  host-bound" if metrics.host_bound(s, floor) else ""))
     if best:
         geo = geomean([s.time_us for s in best if s.time_us])
         out.append(f"  {'geomean':>16}: {geo:7.1f} us")
+    if best_ev is not None:
+        out += [f"  {line}" for line in bound_lines(best_ev.report, task)]
     return out

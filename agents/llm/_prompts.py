@@ -64,6 +64,7 @@ def select(view: SelectionView, cfg: LLMConfig) -> str:
         for k in ranked
     ]
     return template("select").substitute(
+        shape_words=metrics.shape_words(view.shapes),
         shapes=", ".join(view.shapes) or "(not given)",
         kernels="\n".join(rows) or "(none)",
         exhausted=", ".join(map(str, view.exhausted)) or "none",
@@ -71,7 +72,10 @@ def select(view: SelectionView, cfg: LLMConfig) -> str:
     )
 
 
-def design(view: DesignView, cfg: LLMConfig) -> str:
+def design(view: DesignView, cfg: LLMConfig, kind: str | None = None) -> str:
+    """The theorist's prompt. ``kind`` is the task's (``Task.kind``): the retrieved knowledge comes
+    from the digests for that kind only, with its topics in the query; None (unknown) searches every
+    digest."""
     base = view.base
     reference = "No reference kernel."
     if view.reference is not None and view.reference_source is not None:
@@ -89,11 +93,11 @@ def design(view: DesignView, cfg: LLMConfig) -> str:
             base.summary,
             *view.findings[-5:],
             *(t.technique for t in view.trials[-10:]),
-            "fp8 gemm mi300x tile split-k occupancy",
+            knowledge.kind_terms(kind),
             view.base_source[:2000],
         ]
     )
-    passages = knowledge.retrieve(query, view.findings, cfg.knowledge_passages)
+    passages = knowledge.retrieve(query, view.findings, cfg.knowledge_passages, kind=kind)
     found = fence("\n".join(f"- {f}" for f in view.findings), cfg.text_chars * 4) if view.findings else "none yet"
     know = "\n\n".join(f"[{p.title}]\n" + fence(p.text, cfg.text_chars) for p in passages) or "none"
     return template("design").substitute(

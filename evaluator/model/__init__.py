@@ -2,8 +2,8 @@
 
 ``_devices`` holds each GPU's public figures (``DEVICES``, ``spec_for`` by a driver's name) and the
 speed of light of a GEMM shape; ``_timing`` the analytic model of Triton launches (``MODEL_VERSION``,
-the fitted ``PARAMS``; ``docs/model.md`` has its fit and held-out fidelity). Nothing here runs code:
-the model prices the launches the sandbox captured.
+the fitted ``PARAMS``, ``host_floor_us``; ``docs/model.md`` has its fit and held-out fidelity).
+Nothing here runs code: the model prices the launches the sandbox captured.
 """
 
 from kernel_scientist.evaluator.model._devices import DEVICES, DeviceSpec, l2_flush_bytes, spec_for, speed_of_light_us
@@ -14,9 +14,11 @@ from kernel_scientist.evaluator.model._timing import (
     ModelUnsupported,
     Params,
     capture_time_us,
+    host_floor_us,
     is_vector_gemm,
     launch_time_us,
     launches_time_us,
+    report_host_floor_us,
     torch_op_time_us,
 )
 
@@ -29,10 +31,12 @@ __all__ = [
     "ModelUnsupported",
     "Params",
     "capture_time_us",
+    "host_floor_us",
     "is_vector_gemm",
     "l2_flush_bytes",
     "launch_time_us",
     "launches_time_us",
+    "report_host_floor_us",
     "spec_for",
     "speed_of_light_us",
     "torch_op_time_us",

@@ -70,9 +70,9 @@ import math
 from typing import overload
 
 import msgspec
-from kernel_scientist.blackboard.records import Shape
+from kernel_scientist.blackboard.records import Provenance, Shape
 from kernel_scientist.evaluator._wire import Capture, Launch, TensorArg, TorchOp
-from kernel_scientist.evaluator.model._devices import DeviceSpec
+from kernel_scientist.evaluator.model._devices import DeviceSpec, spec_for
 
 MODEL_VERSION = "ks-analytic-gemm/0.3"
 
@@ -753,6 +753,22 @@ def call_time_us(parts: list[LaunchTime], dev: DeviceSpec) -> float:
         host += part.host_us
         gpu = max(gpu, host) + part.time_us
     return max(host, gpu)
+
+
+def host_floor_us(dev: DeviceSpec) -> float:
+    """The least host time one timed call costs under the leaderboard protocol (rule f): the call
+    with its synchronisations and one Triton launch (``call_us + host_launch_us``, fitted to empty
+    launches: docs/model.md). No kernel, however fast, is timed below it: a shape whose time is
+    mostly this is host-bound, and only a leaner host path (fewer launches, a direct launch) helps."""
+    p = params_for(dev)
+    return p.call_us + p.host_launch_us
+
+
+def report_host_floor_us(provenance: Provenance) -> float | None:
+    """The host floor that decides a report's host-bound shapes (``metrics.host_bound``): the
+    modelled device's for a simulated report; None for a measured one, whose host work inside each
+    call was measured."""
+    return host_floor_us(spec_for(provenance.hardware)) if provenance.simulated else None
 
 
 def capture_time_us(capture: Capture, dev: DeviceSpec) -> tuple[float, list[LaunchTime]]:
