@@ -2,16 +2,28 @@
 
 The techniques are grouped by what they rewrite: ``gemm/`` the matrix-product seed's regions (one
 module per family; ``gemm/_names`` spells the regions one technique adds and others look for),
-``any_kernel/`` any Triton kernel by its syntax, ``host/`` the host path of a call (any kernel's
-launches, or the GEMM seed's replayed). ``compound`` applies two or three of them as one
-experiment and ``crossover`` carries a reference kernel's techniques over; both use the other
-techniques through the ``Technique`` interface only.
+``any_kernel/`` any Triton kernel by its syntax (``any_kernel/_syntax`` reads kernels, launches and
+the constants behind them), ``host/`` the host path of a call (any kernel's launches, or the GEMM
+seed's replayed). ``compound`` applies two or three of them as one experiment and ``crossover``
+carries a reference kernel's techniques over; both use the other techniques through the
+``Technique`` interface only.
+
+A GEMM task's catalogue holds the GEMM techniques and the any-kernel techniques that apply to a
+matrix product too (``kernels`` names both): a user's own GEMM kernel has none of the seed's
+regions, and the any-kernel techniques refuse a kernel that has them, so on the seed and its
+descendants the GEMM techniques alone act.
 """
 
 from __future__ import annotations
 
 from kernel_scientist.knowledge._base import Technique
+from kernel_scientist.knowledge.techniques.any_kernel.cache_hints import CacheHints
+from kernel_scientist.knowledge.techniques.any_kernel.fallback import DropFallback
+from kernel_scientist.knowledge.techniques.any_kernel.fusion import FuseLaunches
 from kernel_scientist.knowledge.techniques.any_kernel.launch import BlockSize, LaunchStages, LaunchWarps
+from kernel_scientist.knowledge.techniques.any_kernel.rows import RowsPerProgram
+from kernel_scientist.knowledge.techniques.any_kernel.tuning import PerShapeTuning
+from kernel_scientist.knowledge.techniques.any_kernel.vector import ElementsPerThread
 from kernel_scientist.knowledge.techniques.compound import Compound
 from kernel_scientist.knowledge.techniques.crossover import Crossover
 from kernel_scientist.knowledge.techniques.gemm.amd_knobs import AmdKnobs
@@ -58,13 +70,21 @@ _CLASSES = (
     BlockSize,
     LaunchWarps,
     LaunchStages,
+    ElementsPerThread,
+    PerShapeTuning,
+    CacheHints,
+    RowsPerProgram,
+    DropFallback,
+    FuseLaunches,
     DirectLaunch,
 )
+# Plain retuning of one constant is tried alone (as compound's own list says for the GEMM tunables).
+_NOT_IN_COMPOUNDS = {"block_size", "launch_warps", "launch_stages"}
 # Crossover looks for the reference's techniques among the others: the catalogue is handed to it.
 _SINGLE: tuple[Technique, ...] = tuple(
     cls(lambda: catalogue_without_crossover()) if cls is Crossover else cls() for cls in _CLASSES
 )
-_GEMM_COMPOUND = Compound([item for item in _SINGLE if "gemm" in item.kernels])
+_GEMM_COMPOUND = Compound([item for item in _SINGLE if "gemm" in item.kernels and item.name not in _NOT_IN_COMPOUNDS])
 _INSTANCES: tuple[Technique, ...] = _SINGLE + (_GEMM_COMPOUND,)
 
 
@@ -72,12 +92,13 @@ def catalogue(vendor: str | None = None, kernels: str = "gemm") -> list[Techniqu
     """The techniques for one kind of task's kernels ("gemm" or "any", see ``Technique.kernels``);
     with a vendor ("amd" or "nvidia"), those that can change anything on its GPUs, each in its
     form for that vendor's hardware (an experiment that cannot move the number is waste), and
-    compounds made of those alone (GEMM tasks: the structural techniques are GEMM techniques)."""
+    compounds made of those alone (GEMM tasks only: there the structural steps compose)."""
     singles = [item for item in _SINGLE if kernels in item.kernels]
     if vendor is None:
         return singles + ([_GEMM_COMPOUND] if kernels == "gemm" else [])
     singles = [item.for_vendor(vendor) for item in singles if vendor in item.vendors]
-    return singles + ([Compound(singles)] if kernels == "gemm" else [])
+    parts = [item for item in singles if item.name not in _NOT_IN_COMPOUNDS]
+    return singles + ([Compound(parts)] if kernels == "gemm" else [])
 
 
 def catalogue_without_crossover() -> list[Technique]:

@@ -1,2 +1,6 @@
-"""Techniques for any Triton kernel, found by its syntax rather than by regions: block-size literals
-and the launch's ``num_warps`` and ``num_stages``."""
+"""Techniques for any Triton kernel, found by its syntax rather than by regions (``_syntax`` reads
+kernels, launches and the constants behind them): block-size constants and the launch's
+``num_warps`` and ``num_stages`` (``launch``), elements per thread of an elementwise kernel
+(``vector``), per-shape tuning inside the submission (``tuning``), cache and eviction hints
+(``cache_hints``), rows per program and a persistent grid (``rows``), dropping a PyTorch
+fallback (``fallback``), and two elementwise launches fused into one (``fusion``)."""

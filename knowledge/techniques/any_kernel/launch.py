@@ -1,15 +1,18 @@
 """Techniques for any Triton kernel: block sizes, warps and pipeline stages, found where they are.
 
 The GEMM techniques rewrite the matrix-product seed's marked regions; a user's own kernel has no
-regions. These read the source's syntax instead: an integer assigned to a name that starts with
-``BLOCK`` (``BLOCK = 256``, ``BLOCK_H, BLOCK_W = 16, 32``) is a block size, a ``num_warps=`` or
-``num_stages=`` keyword with an integer is a launch setting. They change only such literals, so the
-kernel's logic, masks included, stays the author's; a kernel whose correctness depends on one
-block size is caught by the pre-screen and the evaluation, like any other wrong candidate.
+regions. These read the source's syntax instead: a power of two assigned to a name that holds
+``BLOCK`` (``BLOCK = 256``, ``BLOCK_H, BLOCK_W = 16, 32``, TorchInductor's per-kernel ``XBLOCK_0 =
+1024`` and ``R0_BLOCK_1 = 64``; not ``NUM_BLOCKS``) is a block size, and one form changes one such
+constant; a ``num_warps=`` or ``num_stages=`` keyword with an integer is a launch setting. They
+change only such literals, so the kernel's logic, masks included, stays the author's; a kernel
+whose correctness depends on one block size is caught by the pre-screen and the evaluation, like
+any other wrong candidate.
 
-They apply to tasks that are not matrix products (``kernels = ("any",)``): on the GEMM seed the
-region-aware tile and launch techniques do the same job with the task's constraints in mind
-(BLOCK_K must stay the scale block), which a syntax-level rewrite cannot know.
+They apply to every task, GEMM folders included (a user's own matrix-product kernel has no
+regions either), but not to a kernel that carries the GEMM seed's regions: there the region-aware
+tile and launch techniques do the same job with the task's constraints in mind (BLOCK_K must stay
+the scale block), which a syntax-level rewrite cannot know.
 """
 
 from __future__ import annotations
@@ -19,8 +22,16 @@ from collections.abc import Callable
 from typing import TypeGuard, cast
 
 from kernel_scientist.blackboard.records import Param
-from kernel_scientist.knowledge._base import Form, Technique
+from kernel_scientist.knowledge._base import Form
 from kernel_scientist.knowledge._regions import NotApplicable
+from kernel_scientist.knowledge.techniques.any_kernel._syntax import (
+    SyntaxTechnique,
+    apply_edits,
+    is_block_name,
+    power_of_two,
+    refuse_gemm_regions,
+    replace,
+)
 
 
 def _sites(source: str, want: Callable[[str, str], bool]) -> list[tuple[str, ast.Constant]]:
@@ -54,15 +65,11 @@ def _value(site: ast.Constant) -> int:
 
 
 def _rewrite(source: str, sites: list[ast.Constant], value: int) -> str:
-    """Replace each literal in place (by line and column), last first so offsets stay valid."""
-    lines = source.splitlines(keepends=True)
-    for node in sorted(sites, key=lambda n: (n.lineno, n.col_offset), reverse=True):
-        line = lines[node.lineno - 1]
-        lines[node.lineno - 1] = line[: node.col_offset] + str(value) + line[node.end_col_offset :]
-    return "".join(lines)
+    """Replace each literal in place (at its line and column)."""
+    return apply_edits(source, [replace(node, str(value)) for node in sites])
 
 
-class BlockSize(Technique):
+class BlockSize(SyntaxTechnique):
     name = "block_size"
     title = "Block size of a Triton kernel (any BLOCK* constant)"
     category = "tiling"
@@ -75,7 +82,6 @@ class BlockSize(Technique):
     )
     prior_min, prior_max = -0.05, 0.4
     novelty = 0.1
-    kernels = ("any",)
 
     def forms(self, source: str) -> list[Form]:
         current = self.detect(source) or {}
@@ -83,17 +89,18 @@ class BlockSize(Technique):
         for factor in (4, 2, 8, 0.5):
             for name, value in current.items():
                 new = int(int(value) * factor)
-                if 16 <= new <= 16384:
+                if _smallest(int(value)) <= new <= 16384:
                     out.append(
                         Form({"name": name, "value": new}, f"{name}={new}", [f"set {name} = {new} (was {value})"])
                     )
         return out
 
     def detect(self, source: str) -> dict[str, Param] | None:
-        sites = _sites(source, lambda name, kind: kind == "assign" and name.upper().startswith("BLOCK"))
-        sites = [(n, c) for n, c in sites if _value(c) > 0 and _value(c) & (_value(c) - 1) == 0]
+        refuse_gemm_regions(source, self.name)
+        sites = _sites(source, lambda name, kind: kind == "assign" and is_block_name(name))
+        sites = [(n, c) for n, c in sites if power_of_two(_value(c))]
         if not sites:
-            raise NotApplicable(f"{self.name}: no BLOCK* constant assigned a power of two")
+            raise NotApplicable(f"{self.name}: no *BLOCK* constant assigned a power of two")
         return {name: _value(c) for name, c in sites}
 
     def apply(self, source: str, params: dict[str, Param], reference: str | None = None) -> str:
@@ -101,20 +108,29 @@ class BlockSize(Technique):
         current = self.detect(source) or {}
         if name not in current:
             raise NotApplicable(f"{self.name}: no power-of-two constant {name!r} (have {', '.join(current)})")
-        if type(value) is not int or value < 16 or value > 16384 or value & (value - 1):
-            raise NotApplicable(f"{self.name}: {name}={value!r} is not a power of two in 16..16384")
+        now = current[name]
+        assert isinstance(now, int)  # detect keeps powers of two
+        least = _smallest(now)
+        if not power_of_two(value) or not least <= value <= 16384:
+            raise NotApplicable(f"{self.name}: {name}={value!r} is not a power of two in {least}..16384")
         sites = [c for n, c in _sites(source, lambda n, kind: kind == "assign" and n == name)]
         return _rewrite(source, sites, value)
 
 
-class _LaunchKeyword(Technique):
+def _smallest(current: int) -> int:
+    """The smallest block size offered for a constant now at ``current``: 16, or less for one that
+    is already smaller (TorchInductor gives a row reduction XBLOCK 1: one row per program)."""
+    return min(16, current)
+
+
+class _LaunchKeyword(SyntaxTechnique):
     """One launch keyword with an integer value (every launch that passes it)."""
 
-    kernels = ("any",)
     key: str
     choices: tuple[int, ...]
 
     def detect(self, source: str) -> dict[str, Param] | None:
+        refuse_gemm_regions(source, self.name)
         sites = _sites(source, lambda name, kind: kind == "keyword" and name == self.key)
         if not sites:
             raise NotApplicable(f"{self.name}: no launch passes {self.key}=<integer>")
@@ -137,7 +153,8 @@ class LaunchWarps(_LaunchKeyword):
     prose = (
         "num_warps sets the threads per program. A memory-bound block of B elements wants about "
         "B / (32 * 8) warps, so each thread moves 8-16 bytes per load; too few warps leave loads "
-        "serialised, too many leave threads idle and cut the programs resident per SM/CU."
+        "serialised, too many leave threads idle and cut the programs resident per SM/CU. A "
+        "kernel whose block has too few elements for more warps gains nothing from them."
     )
     prior_min, prior_max = -0.05, 0.2
     novelty = 0.05
@@ -152,7 +169,8 @@ class LaunchStages(_LaunchKeyword):
     prose = (
         "num_stages sets how many iterations of a kernel's loop are in flight: loads of the next "
         "blocks overlap the current one's arithmetic. It matters for kernels that loop (a "
-        "reduction over long rows), and costs shared memory per stage."
+        "reduction over long rows), and costs shared memory per stage. A kernel without a loop "
+        "ignores it."
     )
     prior_min, prior_max = -0.05, 0.15
     novelty = 0.05

@@ -112,8 +112,11 @@ def _rewritten(source: str, call: ast.Call) -> str:
     assert isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name)  # _sites found it so
     args = ", ".join(segment(a) for a in call.args)
     kwargs = ", ".join(f"{k.arg!r}: {segment(k.value)}" for k in call.keywords)
+    grid = segment(func.slice)
+    if isinstance(func.slice, ast.Tuple) and not grid.lstrip().startswith("("):
+        grid = f"({grid})"  # ``K[a, b](...)``: a tuple without parentheses, not two arguments
     return (
-        f"_ks_launch({func.value.id}, {segment(func.slice)}, "
+        f"_ks_launch({func.value.id}, {grid}, "
         f"({args}{',' if len(call.args) == 1 else ''}), {{{kwargs}}})"
     )
 

@@ -1,0 +1,21 @@
+import torch
+from task import input_t, output_t
+from utils import match_reference
+
+
+def ref_kernel(data: input_t) -> output_t:
+    data, output = data
+    weights = torch.tensor([0.2989, 0.5870, 0.1140], device=data.device, dtype=data.dtype)
+    output[...] = torch.sum(data * weights, dim=-1)
+    return output
+
+
+def generate_input(size: int, seed: int) -> input_t:
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(seed)
+    x = torch.rand(size, size, 3, device="cuda", dtype=torch.float32, generator=gen).contiguous()
+    y = torch.empty(size, size, device="cuda", dtype=torch.float32).contiguous()
+    return x, y
+
+
+check_implementation = match_reference(ref_kernel, rtol=1e-4, atol=1e-4)

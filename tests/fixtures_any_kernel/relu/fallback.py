@@ -1,0 +1,24 @@
+# The relu seed with two branches to PyTorch: off a GPU, and below a size.
+import torch
+import triton
+import triton.language as tl
+from task import input_t, output_t
+
+
+@triton.jit
+def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, tl.maximum(x, 0.0), mask=mask)
+
+
+def custom_kernel(data: input_t) -> output_t:
+    if not data.is_cuda:
+        return torch.relu(data)
+    n = data.numel()
+    if n < 4096:  # small inputs: not worth a launch
+        return torch.clamp_min(data, 0.0)
+    out = torch.empty_like(data)
+    relu_kernel[(triton.cdiv(n, 1024),)](data, out, n, BLOCK=1024)
+    return out
