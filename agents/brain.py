@@ -4,14 +4,20 @@ One small async method per role, in the order of the paper's stages. An agent bu
 (plain data read from the blackboard) and asks its brain; the answer is a Struct that the agent
 checks and records. The offline brain answers from the history and the technique catalogue; an
 LLM brain renders the same views into prompts and decodes the same answer Structs.
+
+Nothing left to try. A design with no plans is how any brain says that it has nothing (more) to
+try on a base: the theorist marks the base exhausted and the archivist never picks it again. When
+every kernel that passed is exhausted and no work is left anywhere, the campaign ends early and its
+closing line says so once (``no_plan_text`` words it, per brain).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 import msgspec
-from kernel_scientist.blackboard import Outcome
+from kernel_scientist.blackboard import Kernel, Outcome, Scenario
 from kernel_scientist.blackboard.records import Param
 from kernel_scientist.evaluator import RuleFinding
 
@@ -175,3 +181,24 @@ class CalibratedRanges(Protocol):
     guesses, which the theorist calibrates."""
 
     calibrates: bool
+
+
+def no_plan_text(scenario: Scenario, bases: Sequence[Kernel]) -> str:
+    """Why the design brain gave no plan for ``bases`` (one or more exhausted kernels), naming the
+    brain: "the offline catalogue has no technique left that makes a new kernel from kernel 1 (...)"
+    or "the openai-compatible model M proposed no plan for kernels 1, 4"."""
+    ids = [k.id for k in bases]
+    which = f"kernel {ids[0]}" if len(ids) == 1 else "kernels " + ", ".join(map(str, ids))
+    brain = scenario.agents.brain
+    if brain == "offline":
+        # Every technique of the catalogue rewrites a Triton kernel (knowledge/techniques): a seed
+        # in plain PyTorch (or CUDA through load_inline) gives it nothing to work on.
+        plain = [k for k in bases if "@triton.jit" not in k.source]
+        why = ""
+        if plain and len(plain) == len(bases):
+            it = "it has" if len(bases) == 1 else "they have"
+            why = f" ({it} no @triton.jit kernel, and the catalogue's techniques rewrite Triton kernels)"
+        return f"the offline catalogue has no technique left that makes a new kernel from {which}{why}"
+    model = scenario.llm.role("design").model or scenario.llm.model
+    who = f"the recorded answers of {model}" if brain == "replay" else f"the {brain} model {model}"
+    return f"{who} proposed no plan for {which}"

@@ -3,7 +3,8 @@
 For each open selection it asks its brain for avenues (the paper: 10), written plans (5) each with
 a rubric of changes, a predicted minimum and maximum uplift and an innovation score, and the ones
 to run (3: the most innovative, the highest maximum, the highest minimum). All plans are recorded
-as hypotheses; the chosen ones wait for an engineer.
+as hypotheses; the chosen ones wait for an engineer. A design with no plans marks the base
+exhausted (agents.brain, "Nothing left to try").
 """
 
 from __future__ import annotations
@@ -76,9 +77,9 @@ class Theorist(Agent):
         base = board.kernel(sel.base_id)
         ref = board.kernel(sel.reference_id) if sel.reference_id else None
         view = DesignView(
-            base=kernel_view(board, base),
+            base=kernel_view(board, base, self.ctx.task),
             base_source=base.source,
-            reference=kernel_view(board, ref) if ref else None,
+            reference=kernel_view(board, ref, self.ctx.task) if ref else None,
             reference_source=ref.source if ref else None,
             trials=self.trials(),
             findings=[f.text for f in board.findings()[-20:]],
@@ -125,10 +126,12 @@ class Theorist(Agent):
                 )
             )
         hyps = board.add_hypotheses(sel.id, drafts)
-        if not hyps:
+        if not hyps:  # no plans: the brain's way of saying that it has nothing to try (agents.brain)
+            # Why is said once, by the runner, should the campaign end for want of work.
             self.say(
                 "avenues",
-                f"selection {sel.id}: nothing left to try on kernel {sel.base_id}; marking it exhausted",
+                f"selection {sel.id}: no plan for kernel {sel.base_id}; marking it exhausted "
+                "(the archivist will not pick it again)",
                 kernel_id=sel.base_id,
             )
             return

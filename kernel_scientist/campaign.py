@@ -9,15 +9,24 @@ At the deadline nothing new starts and the evaluations in flight finish and are 
 hardware time is spent); the runner says so then, and the closing line says when the last of them
 ended (docs/tuning.md, "The deadline"). Ctrl-C anywhere after the blackboard holds the campaign
 says where it stopped and how to continue (``interrupted_text``).
+
+An honest end. A campaign in which no agent can make progress any more ends then, not at its
+deadline: nothing is queued, in flight or waiting in the pipeline, and every kernel that passed is
+exhausted (its brain gave no plan for it), or none passed at all. Nothing can re-open work then,
+since only a newly evaluated kernel is a new base (``stalled``). The closing line gives the reason,
+once, and ``resume`` has nothing to continue. Waiting out the clock instead cost hours of wall
+time on a real GPU for nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
 import random
+import signal
+import threading
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,21 +46,25 @@ from kernel_scientist.agents import (
     OfflineBrain,
     Theorist,
 )
+from kernel_scientist.agents.brain import no_plan_text
 from kernel_scientist.blackboard import (
     SEED_AUTHOR,
     Blackboard,
     BlackboardError,
     Campaign,
     EvalReport,
+    HypothesisState,
     KernelState,
     Message,
     RunSegment,
     Scenario,
+    SelectionState,
     SubmissionState,
     metrics,
     retune,
     scenario_from_json,
     scenario_json,
+    seed_kernel,
 )
 from kernel_scientist.evaluator import Backend, StartsInBackground, Task
 
@@ -176,14 +189,21 @@ def start(
 def resume(db: Path, listeners: Sequence[Callable[[Message], None]] = (), overrides: Sequence[str] = ()) -> Outcome:
     """Continue a campaign from its blackboard file (after a crash, kill -9 or Ctrl-C), optionally
     with retuned limits (``evaluator.in_flight=2``) for this run. Raises NothingToResume, having
-    written nothing, when the campaign has closed and ``campaign.hours`` was not extended."""
+    written nothing, when the campaign has closed and ``campaign.hours`` was not extended, or
+    when it ended early with nothing left to try (more hours would not change that)."""
     from kernel_scientist.blackboard import open_existing
 
     with open_existing(db) as board:  # read-only: every check happens before the first write
         scenario = scenario_from_json(board.campaign().config_json)
         closed = finished_at(board)
-    if overrides:
-        scenario = retune(scenario, list(overrides), str(db))
+        if overrides:
+            scenario = retune(scenario, list(overrides), str(db))
+        why = stalled(board, scenario) if closed is not None else None
+    if why is not None:  # it ended early with nothing left: a resume would end at once, saying so again
+        raise NothingToResume(
+            f"{db}: the campaign ended at {logs.clock(closed or 0.0)} campaign time with {why}; "
+            f"nothing to resume (its leaderboard: kernel-scientist status --db {db})"
+        )
     if closed is not None and scenario.campaign.hours * 3600.0 <= closed:
         raise NothingToResume(
             f"{db}: the campaign already finished at {logs.clock(closed)} campaign time "
@@ -218,7 +238,8 @@ def _run(
             f"{scenario.seed_path()}: cannot read the seed kernel ({exc.strerror}); "
             "set campaign.seed_file to a file of the task folder"
         ) from None
-    backend = make_backend(scenario.evaluator, task)
+    with _keeping_sigterm():
+        backend = make_backend(scenario.evaluator, task)
     released = 0
     with backend:
         try:
@@ -354,6 +375,21 @@ def _open_board(
     return board
 
 
+@contextlib.contextmanager
+def _keeping_sigterm() -> Iterator[None]:
+    """Put back the SIGTERM handler in force before the block (the command line's, which stops a
+    campaign the way Ctrl-C does) if the block replaced it: ``ray.init``, which the Ray backend
+    calls as it joins its cluster, installs ``sys.exit`` for SIGTERM, which would end a campaign
+    mid-step with no line."""
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        yield
+    finally:
+        if before is not None and signal.getsignal(signal.SIGTERM) is not before:
+            signal.signal(signal.SIGTERM, before)
+
+
 def _is_interrupt(exc: BaseException) -> bool:
     """Ctrl-C, alone or inside the exception group a task group raises as it unwinds."""
     if isinstance(exc, KeyboardInterrupt):
@@ -411,12 +447,13 @@ async def _agents(board: Blackboard, scenario: Scenario, clock: CampaignClock, b
     critic = Critic(context("critic"), "critic", rank=3)
     evaluator = EvaluatorAgent(context("evaluator"), "evaluator", rank=8)
     engineers = [Engineer(context(f"engineer-{i + 1}"), f"engineer-{i + 1}", rank=24 + i) for i in range(cfg.engineers)]
-    deadline = _AtDeadline(context("runner"), "runner", rank=0)  # rank 0: the slot no agent uses
+    runner = _Runner(context("runner"), "runner", rank=0)  # rank 0: the slot no agent uses
     if clock.over():
         board.say(agent="runner", kind="info", at=clock.now(), text="the campaign is already past its deadline")
     else:
         async with anyio.create_task_group() as root:
-            for agent in (evaluator, critic, archivist, theorist, *engineers, deadline):
+            runner.end = root.cancel_scope.cancel  # an early end stops every agent (module note)
+            for agent in (evaluator, critic, archivist, theorist, *engineers, runner):
                 await root.start(agent.run)
     # The queue has drained: judge and digest what finished after the deadline.
     await critic.final_pass()
@@ -435,24 +472,80 @@ async def _agents(board: Blackboard, scenario: Scenario, clock: CampaignClock, b
         agent="runner",
         kind="closing",
         at=clock.now(),
-        text=_closing_text(board, clock, deadline.in_flight),
+        text=_closing_text(board, clock, runner.in_flight, runner.stalled),
     )
 
 
-class _AtDeadline(Agent):
-    """The runner at the deadline: says that nothing new starts, which evaluations are still in
-    flight (they finish and are recorded: their hardware time is spent, and on a real GPU an
+def stalled(board: Blackboard, scenario: Scenario) -> str | None:
+    """Why no agent can make progress any more ("nothing left to try: ..."), or None while one
+    can: while anything is queued, in flight or waiting in the pipeline (an open selection, a
+    chosen or claimed plan, a kernel not yet judged or evaluated), while a kernel that passed is
+    not exhausted (the archivist would pick it), and while the leader lacks the timings the
+    evaluator re-times a leader to (it does so when a run starts). A leader whose re-timing
+    passed untimed keeps too few timings, and such a campaign runs to its deadline as before."""
+    if any(s.state == SelectionState.OPEN for s in board.selections()):
+        return None
+    if board.hypotheses(HypothesisState.CHOSEN, HypothesisState.CLAIMED):
+        return None
+    if board.kernels(KernelState.DRAFT, KernelState.QUEUED, KernelState.EVALUATING):
+        return None
+    if board.submissions(SubmissionState.QUEUED, SubmissionState.LEASED):
+        return None
+    evals = board.evaluations()
+    leader = metrics.leader(evals)
+    if leader is not None and leader.report.timings() < scenario.evaluator.retime_leaders + 1:
+        return None
+    exhausted = {s.base_id for s in board.selections() if s.state == SelectionState.EXHAUSTED}
+    passed = sorted({e.kernel_id for e in evals if e.report.passed_score() is not None})
+    if any(k not in exhausted for k in passed):
+        return None
+    if passed:
+        return "nothing left to try: " + no_plan_text(scenario, [board.kernel(k) for k in passed])
+    return "nothing to build on: " + _none_passed(board)
+
+
+def _none_passed(board: Blackboard) -> str:
+    """Why the archivist has no base to pick: what became of the seed (its evaluation's outcome,
+    or the critic's review), and of the kernels after it."""
+    seed = seed_kernel(board)
+    assert seed is not None, "a campaign's blackboard holds its seed from the start"
+    ev = board.evaluation_for(seed.id)
+    if ev is not None:
+        fate = f"{ev.report.outcome}: {' '.join(ev.report.reason.split())[:160]}"
+    elif seed.state == KernelState.REJECTED:
+        reasons = [r.reasons for r in board.reviews(seed.id) if not r.approved]
+        fate = "sent back by the critic" + (f": {'; '.join(reasons[-1])[:160]}" if reasons else "")
+    else:
+        fate = str(seed.state)
+    others = len(board.kernels()) - 1
+    rest = f"; nor did any of the {others} kernels after it" if others else ""
+    return f"no kernel passed an evaluation (the seed, kernel {seed.id}, {fate}{rest})"
+
+
+class _Runner(Agent):
+    """The runner: ends the campaign early when no agent can make progress any more (``stalled``;
+    module note), else at the deadline says that nothing new starts, which evaluations are still
+    in flight (they finish and are recorded: their hardware time is spent, and on a real GPU an
     abandoned run would be a paid-for measurement thrown away) and what stays queued; remembers
-    the submissions in flight for the closing line."""
+    the submissions in flight (or why it ended early) for the closing line."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.in_flight: list[int] = []  # submission ids
+        self.stalled: str | None = None  # why the campaign ended before its deadline
+        self.end: Callable[[], None] = lambda: None  # cancels every agent (set by the campaign runner)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         clock = self.ctx.clock
-        await anyio.sleep_until(clock.to_loop(clock.deadline))
+        with anyio.move_on_at(clock.to_loop(clock.deadline)):
+            while True:  # read on this agent's own slot: every other agent's step is complete then
+                await self.act()
+                self.stalled = stalled(self.board, self.ctx.scenario)
+                if self.stalled is not None:
+                    self.end()
+                    return
+                await self.board.wait_change("selection", "hypothesis", "kernel", "submission", "evaluation")
         await self.act()
         leased = self.board.submissions(SubmissionState.LEASED)
         queued = len(self.board.submissions(SubmissionState.QUEUED))
@@ -475,11 +568,13 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def _closing_text(board: Blackboard, clock: CampaignClock, in_flight: list[int]) -> str:
+def _closing_text(board: Blackboard, clock: CampaignClock, in_flight: list[int], stalled: str | None) -> str:
     """The closing line: the deadline and, when evaluations were in flight then, when the last of
-    them finished (the campaign's real end)."""
+    them finished (the campaign's real end); or, for an early end, when and why."""
     total = _count(len(board.evaluations()), "evaluation")
     deadline = _hours(clock.deadline)
+    if stalled is not None:
+        return f"campaign over at {clock.now() / 3600:.2f} h, before its deadline of {deadline}: {stalled}; {total}"
     if in_flight:
         ends = [e.finished_at for e in board.evaluations() if e.submission_id in in_flight]
         which = "the evaluation" if len(in_flight) == 1 else f"the {len(in_flight)} evaluations"

@@ -4,6 +4,10 @@ It answers each stage the way a sensible model would (select the best candidate,
 changes, write the base kernel with one tunable changed, approve), and plays faults from a script:
 each fault applies once, to the next request whose stage matches. ``down`` scripts outages: every
 request whose number (1, 2, ... in arrival order) falls in one of its [first, last) ranges gets a 503.
+The fault ``hang`` accepts the request and never answers (``hanging`` is set once one does; the
+server's exit lets it go): a model that thinks for ever, for tests of stopping a campaign. With
+``design_plans`` set, only that many designs have plans and every later one has none: a model with
+nothing left to try.
 """
 
 from __future__ import annotations
@@ -47,6 +51,10 @@ class Script:
     counter: int = 0
     down: list[tuple[int, int]] = field(default_factory=list)  # outages, by request number
     lock: threading.Lock = field(default_factory=threading.Lock)
+    hanging: threading.Event = field(default_factory=threading.Event)  # a "hang" request is being held
+    design_plans: int | None = None  # designs answered with plans (None: all); later ones have none
+    designs: int = 0
+    release: threading.Event = field(default_factory=threading.Event)  # set as the server exits
 
     def take(self, stage: str) -> str | None:
         with self.lock:
@@ -68,12 +76,19 @@ def _stage(messages: list[dict]) -> str:
 def answer(script: Script, stage: str, prompt: str) -> str:
     if stage == "select":
         ids = [int(x) for x in re.search(r"Candidate kernel ids: ([\d, ]+)", prompt).group(1).split(",")]
-        ref = ids[1] if len(ids) > 1 else None
-        return json.dumps({"base_id": ids[0], "reference_id": ref, "reason": "best score"})
+        avoid = re.search(r"\(avoid them\): ([\d, ]+)\n", prompt)  # the exhausted bases, as told
+        spent = {int(x) for x in avoid.group(1).split(",")} if avoid else set()
+        base = next((i for i in ids if i not in spent), ids[0])
+        ref = next((i for i in ids if i != base), None)
+        return json.dumps({"base_id": base, "reference_id": ref, "reason": "best open score"})
     if stage == "design":
         with script.lock:
             start = script.counter
             script.counter += 3
+            script.designs += 1
+            spent = script.design_plans is not None and script.designs > script.design_plans
+        if spent:
+            return json.dumps({"avenues": [], "plans": [], "chosen": []})
         plans = []
         for j in range(3):
             name, value = VARIANTS[(start + j) % len(VARIANTS)]
@@ -135,6 +150,11 @@ class _Handler(BaseHTTPRequestHandler):
         )
         if fault == "drop":
             self.connection.shutdown(socket.SHUT_RDWR)
+            self.close_connection = True
+            return
+        if fault == "hang":  # the request was read in full; the answer never comes
+            self.script.hanging.set()
+            self.script.release.wait()
             self.close_connection = True
             return
         if fault == "slow":
@@ -293,5 +313,6 @@ class ScriptedServer:
         return self
 
     def __exit__(self, *exc):
+        self.script.release.set()
         self.httpd.shutdown()
         self.httpd.server_close()

@@ -14,21 +14,31 @@ agent's modeled thinking latency is what the campaign clock is charged. Calls ar
 (no other agent can reach a later instant while one is in flight), which costs wall time but keeps
 a campaign a function of its answers: a replay, which answers instantly, reproduces it exactly.
 On the wall clock (a real evaluator) calls run concurrently under the limiters.
+
+Stopping. A worker thread cannot be cancelled, and its loop gets no signals, so a Ctrl-C used to
+wait for the request on the wire to end (up to ``llm.timeout_s`` per attempt, times the retries).
+The thread's loop therefore runs the request in a cancel scope that the campaign's loop cancels the
+moment its own waiting task is cancelled (``_off_loop``): the request is dropped, the thread ends,
+and the cancellation goes on its way within a moment.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 import msgspec
+import trio
 from kernel_scientist.blackboard import Blackboard, BlackboardError, LLMCall, Scenario, ScenarioError, open_existing
 from kernel_scientist.blackboard.config import LLMConfig, RoleConfig
 from kernel_scientist.blackboard.records import LLMRole, LLMStatus, LLMTurn
+from kernel_scientist.evaluator import load_task
 
 from .. import brain
 from ..brain import BrainError, BrainUnavailable, BudgetExhausted
@@ -59,6 +69,15 @@ def _hash(system: str, messages: list[dict[str, str]]) -> str:
     return hashlib.sha256(msgspec.json.encode([system, messages])).hexdigest()[:32]
 
 
+def _task_kind(scenario: Scenario) -> str | None:
+    """The task's kind, which picks the digests the design prompt retrieves from; None (every
+    digest) when the folder cannot say (the campaign reports a folder it cannot load itself)."""
+    try:
+        return load_task(scenario.task_path()).kind()
+    except Exception:  # noqa: BLE001 - the kind only narrows a search
+        return None
+
+
 class LLMService:
     """What every agent's LLM brain shares. Build it inside the campaign's event loop."""
 
@@ -69,6 +88,7 @@ class LLMService:
         device = "the local GPU" if ev.backend == "local" else _prompts.DEVICE_WORDS.get(ev.device, ev.device)
         self.system = _prompts.system(scenario.task_path().name, device)
         self.kind = scenario.agents.brain
+        self.task_kind = _task_kind(scenario)
         self.board = board
         self.now = now
         spent_usd, spent_tokens = board.llm_spend()
@@ -115,24 +135,84 @@ class LLMService:
         clock = _mock_clock()
         if clock is None:
             return await self.send(req)
-        import trio
-
         if self._held == 0:
             self._saved_threshold = clock.autojump_threshold
             clock.autojump_threshold = math.inf
         self._held += 1
         try:
-            return await anyio.to_thread.run_sync(trio.run, self.send, req)
+            return await _off_loop(self.send, req)
         finally:
             self._held -= 1
             if self._held == 0:
                 clock.autojump_threshold = self._saved_threshold
 
 
+class _RemoteScope:
+    """The cancel scope of a worker thread's trio loop, cancellable from the campaign's loop, even
+    before the worker's loop has started (then it is cancelled the moment it attaches)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._scope: trio.CancelScope | None = None
+        self._cancelled = False
+
+    def attach(self, scope: trio.CancelScope) -> None:
+        """Called on the worker's loop, inside ``scope``."""
+        with self._lock:
+            self._token, self._scope = trio.lowlevel.current_trio_token(), scope
+            if self._cancelled:
+                scope.cancel()
+
+    def cancel(self) -> None:
+        """Called from any thread; a loop that has already finished needs nothing."""
+        with self._lock:
+            self._cancelled = True
+            if self._token is not None and self._scope is not None:
+                with contextlib.suppress(trio.RunFinishedError):
+                    self._token.run_sync_soon(self._scope.cancel)
+
+
+async def _off_loop(send: Send, req: LLMRequest) -> LLMReply:
+    """``send(req)`` on a trio loop of its own in a worker thread (the wall clock), cancelled as
+    soon as the calling task is (module note: Stopping)."""
+    remote = _RemoteScope()
+
+    async def worker() -> LLMReply | None:
+        with trio.CancelScope() as scope:
+            remote.attach(scope)
+            return await send(req)
+        return None  # cancelled: only ever because the caller was
+
+    def thread() -> LLMReply | BaseException | None:
+        # The outcome is returned, not raised, so that an error reaches the caller as itself
+        # rather than wrapped in the task group's exception group.
+        try:
+            return trio.run(worker)
+        except BaseException as exc:
+            return exc
+
+    async def relay() -> None:
+        try:
+            await anyio.sleep_forever()
+        finally:  # the caller was cancelled, or the reply is in: either way the worker may stop
+            remote.cancel()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(relay)
+        reply = await anyio.to_thread.run_sync(thread)  # waits for the thread, which ends soon
+        group.cancel_scope.cancel()
+    if isinstance(reply, BaseException):
+        raise reply
+    if reply is None:  # the request was dropped for a cancellation that is now due here
+        await anyio.lowlevel.checkpoint()
+        raise RuntimeError("an LLM request was cancelled while its caller was not")
+    return reply
+
+
 def _mock_clock() -> MockClock | None:
     try:
         import sniffio
-        import trio
         import trio.testing
 
         if sniffio.current_async_library() != "trio":
@@ -157,7 +237,11 @@ class LLMBrain:
         return await self._ask("select", _prompts.select(view, self.service.cfg), lambda text: _wire.choice(text, view))
 
     async def design(self, view: brain.DesignView) -> brain.Design:
-        return await self._ask("design", _prompts.design(view, self.service.cfg), lambda text: _wire.design(text, view))
+        return await self._ask(
+            "design",
+            _prompts.design(view, self.service.cfg, self.service.task_kind),
+            lambda text: _wire.design(text, view),
+        )
 
     async def implement(self, view: brain.ImplementView) -> brain.Draft:
         return await self._ask("implement", _prompts.implement(view, self.service.cfg), _wire.draft)
