@@ -14,6 +14,7 @@ from __future__ import annotations
 import anyio
 from anyio.abc import TaskStatus
 from kernel_scientist.blackboard import (
+    LOWERED_AUTHOR,
     Evaluation,
     Hypothesis,
     HypothesisState,
@@ -68,7 +69,9 @@ class Critic(Agent):
         ]
         prescreen = None
         # The seed is the task's own submission and every prediction's baseline: never pre-screened.
-        screen = self.ctx.scenario.agents.prescreen and hyp is not None
+        # Its lowering by Inductor is new code like any candidate's.
+        lowered = kernel.author == LOWERED_AUTHOR
+        screen = self.ctx.scenario.agents.prescreen and (hyp is not None or lowered)
         if not rejected and not twins and screen:
             report = await self.ctx.backend.prescreen(kernel.source)
             prescreen = Prescreen(outcome=report.outcome, reason=report.reason)
@@ -95,7 +98,12 @@ class Critic(Agent):
             approve = False  # the rules and the pre-screen bind whatever the brain thinks
         if hyp is None and approve:
             value = SEED_PRIORITY
-            reasons = ["the seed: every prediction's baseline, queued first; static rules clean"]
+            reasons = [
+                "the seed lowered by Inductor, queued beside the seed; static rules clean"
+                + ("; pre-screen passed" if prescreen is not None else "")
+                if lowered
+                else "the seed: every prediction's baseline, queued first; static rules clean"
+            ]
         board.review(
             kernel_id=kernel.id,
             reviewer=self.name,

@@ -34,6 +34,9 @@ class CampaignConfig(_Strict, frozen=True):
     task: str = "../evaluator/tasks/amd_fp8_mm"
     # The seed kernel: a file of the task folder ("" = its submission.py), relative to the folder.
     seed_file: str = ""
+    # A seed with no kernel of its own (plain PyTorch) is lowered by Inductor at the start, and
+    # the lowered Triton kernel evaluated beside it: the catalogue's techniques need Triton.
+    lower_seed: bool = True
     seed: Annotated[int, msgspec.Meta(ge=0)] = 1
     hours: Positive = 24.0  # campaign length on the campaign clock
     # Where `run` puts the blackboard when --db is not given, relative to the working directory.
@@ -270,6 +273,7 @@ FIXED_ON_RESUME = (
     "campaign.seed",
     "campaign.task",
     "campaign.seed_file",
+    "campaign.lower_seed",
     "evaluator.own_kernel",
     "evaluator.backend",
     "evaluator.device",

@@ -16,6 +16,7 @@ import msgspec
 # What the package re-exports (``from kernel_scientist.blackboard import Kernel``).
 __all__ = [
     "LEARNED",
+    "LOWERED_AUTHOR",
     "SEED_AUTHOR",
     "Campaign",
     "EvalReport",
@@ -331,6 +332,7 @@ class Campaign(msgspec.Struct, frozen=True):
 
 
 SEED_AUTHOR = "seed"  # Kernel.author of the kernel a campaign starts from
+LOWERED_AUTHOR = "inductor"  # Kernel.author of the seed as Inductor lowered it (campaign.lower_seed)
 
 
 class Kernel(msgspec.Struct, frozen=True):

@@ -48,6 +48,7 @@ from kernel_scientist.agents import (
 )
 from kernel_scientist.agents.brain import no_plan_text
 from kernel_scientist.blackboard import (
+    LOWERED_AUTHOR,
     SEED_AUTHOR,
     Blackboard,
     BlackboardError,
@@ -67,6 +68,7 @@ from kernel_scientist.blackboard import (
     seed_kernel,
 )
 from kernel_scientist.evaluator import Backend, StartsInBackground, Task
+from kernel_scientist.knowledge.lowering import Lowered
 
 from . import learn, logs
 from .status import finished_at
@@ -243,13 +245,13 @@ def _run(
     released = 0
     with backend:
         try:
-            board = _open_board(scenario, db, task, backend, resume, seed_source)
+            board, lowering = _open_board(scenario, db, task, backend, resume, seed_source)
         except KeyboardInterrupt:
             raise Interrupted(interrupted_text(db, resume)) from None
         try:
             with board:
                 try:
-                    released = _campaign(board, scenario, task, backend, listeners, resume, retuned, lessons)
+                    released = _campaign(board, scenario, task, backend, listeners, resume, retuned, lessons, lowering)
                 except BaseException as exc:
                     lost = _lost(exc)
                     if lost is None:
@@ -278,9 +280,11 @@ def _campaign(
     resume: bool,
     retuned: Sequence[str],
     lessons: Sequence[learn.Lesson],
+    lowering: str = "",
 ) -> int:
-    """Say how the campaign starts (or resumes), then run the agents past the deadline until the
-    work in flight has ended; returns the number of claims a resume handed back."""
+    """Say how the campaign starts (or resumes) and what became of the seed's lowering, then run
+    the agents past the deadline until the work in flight has ended; returns the number of claims
+    a resume handed back."""
     for listener in listeners:
         board.on_message(listener)
     released = 0
@@ -314,6 +318,9 @@ def _campaign(
             f"({backend.device_name}), seed {scenario.campaign.seed}; reference "
             f"{_reference_text(board.campaign().reference, backend.simulated)}",
         )
+        if lowering:
+            lowered = next((k for k in board.kernels() if k.author == LOWERED_AUTHOR), None)
+            board.say(agent="runner", kind="info", at=0.0, kernel_id=lowered.id if lowered else None, text=lowering)
         learn.record(board, list(lessons), at=0.0)
     clock = CampaignClock(offset=board.clock(), deadline=scenario.campaign.hours * 3600.0)
     options = {"clock": trio.testing.MockClock(autojump_threshold=0)} if backend.simulated else {}
@@ -323,14 +330,16 @@ def _campaign(
 
 def _open_board(
     scenario: Scenario, db: Path, task: Task, backend: Backend, resume: bool, seed_source: str
-) -> Blackboard:
+) -> tuple[Blackboard, str]:
     """The campaign's blackboard: reopened for a resume; for a new campaign, created with the
-    campaign record and the seed kernel, and removed again if that fails half-way."""
+    campaign record, the seed kernel and, for a PyTorch seed, its lowering (``_lowered``), and
+    removed again if that fails half-way. With it, the line that says what the lowering gave."""
     if resume:
         if isinstance(backend, StartsInBackground):
             backend.wait_started()
-        return Blackboard(db)
-    reference = backend.reference_report()  # the slow part of a start: before the file exists
+        return Blackboard(db), ""
+    reference = backend.reference_report()  # the slow parts of a start: before the file exists
+    lowered, lowering = _lowered(scenario, task, seed_source)
     if isinstance(backend, StartsInBackground):  # it started meanwhile; one that cannot refuses here
         backend.wait_started()
     made = [folder for folder in (db.parent, *db.parent.parents) if not folder.exists()]  # the default out_dir
@@ -363,6 +372,16 @@ def _open_board(
             state=KernelState.DRAFT,
             summary=f"seed submission ({scenario.seed_path().name})",
         )
+        if lowered is not None:
+            kernel = board.add_kernel(
+                source=lowered.source,
+                author=LOWERED_AUTHOR,
+                at=0.0,
+                state=KernelState.DRAFT,
+                summary=lowered.provenance,
+                parent_id=board.kernels()[0].id,
+            )
+            lowering = lowering.replace("{id}", str(kernel.id))
     except BaseException:  # Ctrl-C included: a start that did not finish leaves nothing behind
         if board is not None:
             board.close()
@@ -372,7 +391,30 @@ def _open_board(
             with contextlib.suppress(OSError):
                 folder.rmdir()
         raise
-    return board
+    return board, lowering
+
+
+def _lowered(scenario: Scenario, task: Task, seed_source: str) -> tuple[Lowered | None, str]:
+    """A seed with no kernel of its own lowered by Inductor (``campaign.lower_seed``; in a process
+    of its own, on this machine's device), and the runner's line on it: what it gave, or why
+    there is none (the campaign then starts from the seed alone)."""
+    from kernel_scientist.knowledge.lowering import is_pytorch_only
+
+    if not scenario.campaign.lower_seed or not is_pytorch_only(seed_source):
+        return None, ""
+    from kernel_scientist.lower import LoweringError, lower_seed
+
+    name = scenario.seed_path().name
+    try:
+        lowered = lower_seed(task, seed_source, name)
+    except LoweringError as exc:
+        return None, f"{name} has no Triton kernel and was not lowered: {exc}; the campaign starts from it alone"
+    kept = f"; library calls kept: {', '.join(lowered.library_calls)}" if lowered.library_calls else ""
+    return lowered, (
+        f"{name} has no Triton kernel: kernel {{id}} is its lowering by Inductor "
+        f"({len(lowered.kernels)} Triton kernel{'s' if len(lowered.kernels) != 1 else ''}{kept}), "
+        "evaluated beside it; " + lowered.provenance
+    )
 
 
 @contextlib.contextmanager

@@ -47,12 +47,12 @@ def capture_seed(
         raise LoweringError(str(exc)) from None
 
 
-def from_capture(capture: InductorCapture, task: Task, seed_name: str = "submission.py") -> Lowered:
+def from_capture(capture: InductorCapture) -> Lowered:
     """The standalone submission made of a capture, its provenance in the header."""
     target = {"cuda": "CUDA", "hip": "ROCm", "cpu": "Triton's CPU backend"}.get(capture.target, capture.target)
     provenance = (
-        f"Lowered by Inductor from {seed_name} (torch {capture.torch}, triton {capture.triton}, code for "
-        f"{target}), traced on {example_shape(task).label()} with every size symbolic."
+        f"Lowered by Inductor from {capture.seed_name} (torch {capture.torch}, triton {capture.triton}, code for "
+        f"{target}), traced on {capture.shape.label()} with every size symbolic."
     )
     settings = {k: [Setting(s.blocks, s.num_warps, s.num_stages) for s in v] for k, v in capture.settings.items()}
     return standalone(
@@ -62,4 +62,4 @@ def from_capture(capture: InductorCapture, task: Task, seed_name: str = "submiss
 
 def lower_seed(task: Task, source: str, seed_name: str = "submission.py", timeout_s: float = 300.0) -> Lowered:
     """``capture_seed`` made a standalone submission (``from_capture``)."""
-    return from_capture(capture_seed(task, source, seed_name, timeout_s), task, seed_name)
+    return from_capture(capture_seed(task, source, seed_name, timeout_s))

@@ -45,6 +45,7 @@ class Lowered(NamedTuple):
     source: str
     kernels: list[str]  # the Triton kernels, in launch order
     library_calls: list[str]  # ops left to a library, as the submission calls them
+    provenance: str  # the header's first sentence: from what, by which torch and triton, for what
 
 
 class _Kernel(NamedTuple):
@@ -112,7 +113,7 @@ def standalone(
     out += ["", "", ast.unparse(function), ""]
     source = "\n".join(out)
     _check_names(source, signature)
-    return Lowered(source, [k.name for k in kernels.values()], launcher.library)
+    return Lowered(source, [k.name for k in kernels.values()], launcher.library, provenance)
 
 
 # ---- the kernels --------------------------------------------------------------------------------

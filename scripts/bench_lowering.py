@@ -43,7 +43,7 @@ def _lower(folder: Path) -> dict[str, object]:
         return {"lowered": False, "reason": str(exc), "seconds": time.monotonic() - started}
     record: dict[str, object] = {"seconds": time.monotonic() - started, "capture": msgspec.to_builtins(capture)}
     try:
-        lowered = from_capture(capture, task)
+        lowered = from_capture(capture)
     except LoweringError as exc:
         return {"lowered": False, "reason": str(exc), **record}
     return {

@@ -3,7 +3,8 @@
 Each campaign runs as the real command in a subprocess. A plain PyTorch seed (the vecadd test
 folder's own correct torch solution as ``campaign.seed_file``) gives the offline catalogue, whose
 techniques rewrite Triton kernels, nothing to work on; its scenario spells out every setting that
-premise rests on (the offline brain, the simulated backend). The end itself does not rest on
+premise rests on (the offline brain, the simulated backend, and no lowering of the seed by
+Inductor, which would give the catalogue Triton: tests/test_lowering.py). The end itself does not rest on
 PyTorch seeds: a Triton seed that fails leaves nothing to build on, and a scripted language
 model that plans once and then answers every design with no plans runs out on the FP8 Triton seed
 with work still in flight, which the campaign must wait for (its new kernels are new bases) before
@@ -26,6 +27,7 @@ def _scenario(tmp_path, seed_file, hours=2.0):
 name = "torchseed"
 task = "{VECADD}"
 seed_file = "{seed_file}"
+lower_seed = false
 seed = 1
 hours = {hours}
 

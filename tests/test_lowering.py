@@ -12,6 +12,7 @@ import ast
 import gzip
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,9 @@ import msgspec
 import pytest
 from kernel_scientist.blackboard.records import Outcome
 from kernel_scientist.evaluator import LocalBackend, SimulatedBackend, load_task
+from kernel_scientist.evaluator.sandbox import InductorCapture
+
+from kernel_scientist.lower import from_capture
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBLEMS = ROOT / "tests" / "problems"
@@ -173,3 +177,98 @@ def test_the_lowering_benchmark_records_each_contender(tmp_path):
     with gzip.open(out / "captures.json.gz", "rt") as f:
         assert set(json.load(f)) == {"rowscan"}
     assert re.search(r"rowscan +\| lowering ok \| lowered passed [\d.]+ us \| seed passed", done.stdout), done.stdout
+
+
+# ---- a campaign from a PyTorch seed -------------------------------------------------------------
+def _campaign(tmp_path: Path, task: Path, seed_file: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+    scenario = tmp_path / "torch.toml"
+    scenario.write_text(
+        f'[campaign]\nname = "torch"\ntask = "{task}"\nseed_file = "{seed_file}"\nhours = 2.0\n\n'
+        '[agents]\nbrain = "offline"\n\n[evaluator]\nbackend = "simulated"\ndevice = "h200"\n'
+    )
+    db = tmp_path / "torch.sqlite"
+    cmd = [sys.executable, "-m", "kernel_scientist", "run", str(scenario), "--db", str(db), "--quiet"]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=tmp_path), db
+
+
+def test_a_campaign_lowers_a_pytorch_seed_and_tunes_the_lowering(tmp_path):
+    from kernel_scientist.blackboard import LOWERED_AUTHOR, metrics, open_existing
+
+    done, db = _campaign(tmp_path, PROBLEMS / "rowstats", "solutions/correct/torch_rows.py")
+    assert done.returncode == 0, done.stderr[-3000:]
+    with open_existing(db) as board:
+        seed, lowered = board.kernels()[:2]
+        messages = board.messages()
+        evals = board.evaluations()
+        kernels = board.kernels()
+    assert lowered.author == LOWERED_AUTHOR and lowered.parent_id == seed.id == 1
+    assert lowered.summary.startswith("Lowered by Inductor from torch_rows.py (torch ")
+    line = next(m for m in messages if m.agent == "runner" and m.kernel_id == lowered.id)
+    assert line.text.startswith("torch_rows.py has no Triton kernel: kernel 2 is its lowering by Inductor (1 Triton")
+    review = next(m for m in messages if m.agent == "critic" and m.text.startswith("kernel 2 approved"))
+    assert "the seed lowered by Inductor" in review.text and "pre-screen passed" in review.text
+    # The catalogue works on the lowering's Triton, and the best kernel beats the seed.
+    assert any(k.parent_id == lowered.id for k in kernels)
+    best = metrics.leader(evals)
+    seed_score = next(e.report.passed_score() for e in evals if e.kernel_id == seed.id)
+    assert best is not None and best.kernel_id not in (seed.id, lowered.id)
+    assert best.report.passed_score() < seed_score
+
+
+def test_a_campaign_whose_seed_inductor_cannot_lower_starts_from_it_alone(tmp_path):
+    folder = tmp_path / "problems" / "rowstats"
+    shutil.copytree(PROBLEMS / "rowstats", folder)
+    for shared in ("utils.py", "eval.py"):  # task.yml takes them from the parent folder
+        shutil.copy(PROBLEMS / shared, folder.parent / shared)
+    (folder / "branch.py").write_text(
+        "def custom_kernel(x):\n"
+        "    if x.shape[1] > 500:\n"
+        "        return x.sum(dim=1), x.amax(dim=1)\n"
+        "    return x.double().sum(dim=1).float(), x.amax(dim=1)\n"
+    )
+    from kernel_scientist.blackboard import open_existing
+
+    done, db = _campaign(tmp_path, folder, "branch.py")
+    assert done.returncode == 0, done.stderr[-3000:]
+    with open_existing(db) as board:
+        authors = [k.author for k in board.kernels()]
+        texts = [m.text for m in board.messages() if m.agent == "runner"]
+    assert authors == ["seed"]
+    assert any(
+        t.startswith("branch.py has no Triton kernel and was not lowered: Inductor specialised the lowering")
+        and t.endswith("; the campaign starts from it alone")
+        for t in texts
+    ), texts
+    assert "nothing left to try" in texts[-1]  # and, with nothing to rewrite, it ends early
+
+
+# ---- Inductor's CUDA code, recorded on a GPU ----------------------------------------------------
+CUDA_CAPTURES = ROOT / "tests" / "fixtures_lowering" / "pmpp-v2-h100.json.gz"
+
+
+def _cuda_captures() -> dict[str, InductorCapture]:
+    with gzip.open(CUDA_CAPTURES, "rt") as f:
+        return {k: msgspec.convert(v, InductorCapture) for k, v in json.load(f).items()}
+
+
+@pytest.mark.parametrize("folder", ["grayscale_py", "matmul_py", "prefixsum_py", "sort_py", "vectoradd_py"])
+def test_inductors_cuda_code_becomes_a_standalone_submission(folder):
+    capture = _cuda_captures()[folder]
+    assert capture.target == "cuda" and capture.torch.startswith("2.11")
+    lowered = from_capture(capture)
+    assert lowered.provenance.startswith(f"Lowered by Inductor from submission.py (torch {capture.torch}, ")
+    assert "code for CUDA" in lowered.provenance and lowered.source.startswith(f'"""{lowered.provenance}')
+    tree = ast.parse(lowered.source)
+    defined = {f.name for f in tree.body if isinstance(f, ast.FunctionDef)}
+    assert set(lowered.kernels) <= defined and "custom_kernel" in defined
+    imports = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert imports <= {"math", "torch", "triton", "triton.language"}, imports
+    # Ops Inductor hands to a library stay library calls, named in the header.
+    kept = {"matmul_py": ["torch.mm"], "sort_py": ["torch.ops.aten.sort.stable"]}.get(folder, [])
+    assert lowered.library_calls == kept
+    assert ("Kept as library calls" in lowered.source) == bool(kept)
+    # The settings Inductor chose for the GPU are the literals, first of its candidates.
+    first = capture.settings[lowered.kernels[0]][0]
+    for name, value in first.blocks.items():
+        assert f"{name}_0 = {value}\n" in lowered.source
+    assert f"num_warps={first.num_warps}" in lowered.source
