@@ -115,10 +115,7 @@ def _rewritten(source: str, call: ast.Call) -> str:
     grid = segment(func.slice)
     if isinstance(func.slice, ast.Tuple) and not grid.lstrip().startswith("("):
         grid = f"({grid})"  # ``K[a, b](...)``: a tuple without parentheses, not two arguments
-    return (
-        f"_ks_launch({func.value.id}, {grid}, "
-        f"({args}{',' if len(call.args) == 1 else ''}), {{{kwargs}}})"
-    )
+    return f"_ks_launch({func.value.id}, {grid}, ({args}{',' if len(call.args) == 1 else ''}), {{{kwargs}}})"
 
 
 class DirectLaunch(Technique):
