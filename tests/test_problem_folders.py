@@ -123,6 +123,19 @@ async def test_rowstats_scores_by_its_own_ranking(simulated):
     assert all(s.sol_us is not None and 0 < s.sol_us < s.time_us for s in report.shapes)
 
 
+async def test_a_kernel_that_asks_where_its_tensors_live_takes_the_gpus_path(simulated):
+    """The simulated GPU's tensors answer ``is_cuda`` as a GPU's would: a guard that falls back
+    to PyTorch off the GPU (here a wrong one, to tell) is not taken, and the Triton kernel is
+    what is checked and timed."""
+    seed = (PROBLEMS / "vecadd" / "submission.py").read_text()
+    guarded = seed.replace("    a, b = data\n", "    a, b = data\n    if not a.is_cuda:\n        return a - b\n")
+    assert guarded != seed
+    report = await simulated["vecadd"].evaluate(guarded, submission_id=6, secret_seed=2)
+    plain = await simulated["vecadd"].evaluate(seed, submission_id=7, secret_seed=2)
+    assert report.outcome is Outcome.PASSED, report.reason
+    assert report.score_us == pytest.approx(plain.score_us, rel=1e-3)
+
+
 async def test_a_declared_roofline_is_a_floor(simulated):
     report = await simulated["stencil"].evaluate(simulated["stencil"].task.seed_source, submission_id=3, secret_seed=1)
     for s in report.shapes:

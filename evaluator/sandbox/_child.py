@@ -9,7 +9,10 @@ space (CPU only: RLIMIT_AS would break CUDA), then:
    ``meta`` tensors, *before* the candidate's module exists, from the reference module the fork
    server imported under a private name (``preload_reference``; else it imports it itself), and
    drops the task's modules from ``sys.modules`` so a plain ``import reference`` finds nothing;
-2. imports the candidate from ``submission.py`` in its directory;
+2. imports the candidate from ``submission.py`` in its directory, with every tensor answering
+   ``is_cuda`` as it would on the simulated GPU (True): a kernel guarded by
+   ``if not x.is_cuda: return <PyTorch>`` takes the path a GPU would take, not its fallback
+   (``_as_device_tensors``);
 3. on each check shape runs ``custom_kernel`` on clones (a declared output slot pre-filled with
    NaN) under the Triton CPU interpreter, confirms the inputs were not written, and keeps the
    output as plain values and raw bytes (``_values``);
@@ -31,7 +34,7 @@ import traceback
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from kernel_scientist.blackboard.records import Shape
@@ -226,6 +229,15 @@ def _launch_plan(launches: list[Launch]) -> list[_Plan]:
     return [(x.kernel, tuple(x.grid), x.num_warps, x.num_stages, sorted(x.constexprs.items())) for x in launches]
 
 
+def _as_device_tensors(torch: Any) -> None:
+    """Every tensor of this child answers ``is_cuda`` with True, as the simulated GPU's would
+    (ROCm's tensors say True as well). The inputs are CPU tensors for the interpreter (and meta
+    tensors for the timing, which must take the same path); a kernel that asked where they live
+    would otherwise time its PyTorch fallback, a path the GPU never takes. ``x.device`` stays
+    true: allocations must land where the interpreter can run."""
+    torch.Tensor.is_cuda = property(lambda self: True)
+
+
 def _work(req: ChildRequest, workdir: Path) -> ChildResult:
     import torch
 
@@ -240,6 +252,7 @@ def _work(req: ChildRequest, workdir: Path) -> ChildResult:
     probe_in = meta_inputs(ref, req.check[probe]) if probe is not None else None
     del ref
     isolate_candidate(req.modules, workdir)
+    _as_device_tensors(torch)
 
     try:
         phase.now = "import"

@@ -3,7 +3,8 @@
 Submissions often guard their kernel with a branch to PyTorch: ``if not x.is_cuda: return
 torch.relu(x)``, ``if n < 4096: return ref(x)``, or the kernel under ``if x.is_cuda:`` and PyTorch
 after it. On a GPU such a branch costs a launch of PyTorch's own kernel (or several) on exactly the
-shapes it covers, and off a GPU it hides the Triton kernel from the CPU check: the pre-screen then
+shapes it covers, and a guard on where the tensors live can hide the Triton kernel from a check off
+the GPU (the sandbox answers ``is_cuda`` as the GPU would, but not every way of asking), which then
 proves the fallback, not the kernel. Dropping the branch sends every case through the kernel; the
 pre-screen and the evaluation then prove that the kernel covers them (a kernel that cannot, say a
 dtype or a layout it was never written for, fails there, and the campaign learns so).
@@ -94,8 +95,8 @@ class DropFallback(SyntaxTechnique):
     category = "schedule"
     prose = (
         "A submission that branches to PyTorch (off a GPU, below a size, for some layout) runs "
-        "PyTorch's kernels on the shapes the branch covers, and off a GPU the branch hides the "
-        "Triton kernel from the CPU check, which then proves the fallback rather than the kernel. "
+        "PyTorch's kernels on the shapes the branch covers, and a branch on where the tensors live "
+        "can hide the Triton kernel from a check off the GPU, which then proves the fallback. "
         "Dropping the branch sends every case through the kernel; the pre-screen and the "
         "evaluation prove whether it covers them. Worth it where the kernel is general (masked "
         "loads, strides passed in) and the branch was caution; not where the kernel truly cannot "
