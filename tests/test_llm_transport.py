@@ -55,7 +55,7 @@ BRAINS = ["anthropic", "openai-compatible"]
 def _prompt_bytes(service):
     from kernel_scientist.agents.llm import _prompts
 
-    return len(_prompts.system().encode()) + len(_prompts.select(VIEW, service.cfg).encode())
+    return len(service.system.encode()) + len(_prompts.select(VIEW, service.cfg).encode())
 
 
 RECOVERED = ["429", "529", "500", "drop", "slow", "malformed"]

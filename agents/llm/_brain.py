@@ -86,7 +86,9 @@ class LLMService:
         ev = scenario.evaluator
         # A local backend times on whatever GPU the machine has; the simulated one on its model.
         device = "the local GPU" if ev.backend == "local" else _prompts.DEVICE_WORDS.get(ev.device, ev.device)
-        self.system = _prompts.system(scenario.task_path().name, device)
+        self.system = _prompts.system(
+            scenario.task_path().name, device, _prompts.evaluator_text(ev.backend, ev.device, ev.harness_device)
+        )
         self.kind = scenario.agents.brain
         self.task_kind = _task_kind(scenario)
         self.board = board

@@ -37,10 +37,67 @@ DEVICE_WORDS = {
 }
 
 
-def system(problem: str = "amd-fp8-mm", device: str = "the AMD Instinct MI300X (CDNA3)") -> str:
+def system(problem: str = "amd-fp8-mm", device: str = "the AMD Instinct MI300X (CDNA3)", evaluator: str = "") -> str:
     """The stable system prompt: the problem (the task folder's name) and the device named, nothing
-    of any one problem assumed."""
-    return template("system").substitute(problem=line(problem, 80), device=line(device, 80)).strip()
+    of any one problem assumed; then how the evaluator measures (``evaluator_text``)."""
+    head = template("system").substitute(problem=line(problem, 80), device=line(device, 80)).strip()
+    return head + ("\n\n" + evaluator if evaluator else "")
+
+
+def evaluator_text(backend: str, device: str, harness_device: str = "cuda") -> str:
+    """What every stage needs to know of the evaluator: where the kernel runs and how a score is
+    made, what is and is not timed, where the tensors live, the pre-screen's limits, the toolchain,
+    and, for a simulated device, its public figures (a local or Ray GPU is not known here)."""
+    import torch
+    import triton
+    from kernel_scientist.evaluator.model import DEVICES, MODEL_VERSION, host_floor_us
+
+    spec = DEVICES.get(device) if backend == "simulated" else None
+    if spec is not None:
+        how = (
+            f"How a kernel is measured: SIMULATED, not on hardware. Each candidate runs under Triton's "
+            f"CPU interpreter on the folder's test shapes (correctness: the folder's own check); then its "
+            f"Triton launches on each ranked shape are recorded on meta tensors and timed by an analytic "
+            f"model of the {spec.label} ({MODEL_VERSION}: bytes and flops against the peaks below, occupancy "
+            f"from the launch settings, and at least {host_floor_us(spec):.1f} us of host time per call). "
+            "PyTorch ops are modelled as library kernels. Tensors are CPU tensors that answer is_cuda "
+            "as a GPU's would; torch.cuda is not available, so a query of device properties needs a "
+            "fallback, and a branch on x.device.type would take the CPU side."
+        )
+    elif harness_device == "cpu":
+        how = (
+            "How a kernel is measured: on this machine's CPU under Triton's interpreter, timed by the host "
+            "clock (a test mode: the times say nothing of a GPU)."
+        )
+    else:
+        how = (
+            "How a kernel is measured: on a real GPU. Each ranked shape gets one untimed warm-up call "
+            "(compiling and autotuning happen there), then timed calls, each with fresh inputs, a "
+            "NaN-filled output and an L2 flush before it, between two device-wide synchronizations: the "
+            "host work of a call (Python, argument binding, every launch) is part of its time, so for "
+            "small shapes a launch costs as much as the kernel. Every timed call is re-checked."
+        )
+    score = (
+        "A score is the folder's ranking (geometric mean unless it says otherwise) of the ranked "
+        "shapes' times, in microseconds; lower is better. Before a kernel is queued the critic "
+        "pre-screens it on the CPU (the interpreter on the smallest test shape for a simulated "
+        f"campaign, the static rules on a GPU). Toolchain {'of the campaign machine (a Ray host may differ)' if backend == 'ray' else 'here'}: "
+        f"torch {torch.__version__.split('+')[0]}, triton {triton.__version__}."
+    )
+    out = how + " " + score
+    if spec is not None:
+        unit = "CUs" if spec.vendor == "amd" else "SMs"
+        out += (
+            f"\n\nThe {spec.label} (public figures): {spec.units} {unit}, {spec.lanes}-lane "
+            f"{'wavefronts' if spec.vendor == 'amd' else 'warps'}, up to {spec.max_waves_per_unit} resident "
+            f"per {unit[:-1]}; {spec.smem_kb} KB of shared memory per block, {spec.reg_file_kb} KB of registers "
+            f"per {unit[:-1]} ({spec.regs_per_lane} per thread before spilling); HBM {spec.hbm_tbps:g} TB/s, "
+            f"L2 {spec.l2_mb_per_domain * spec.l2_domains:g} MB"
+            + (f" and a {spec.llc_mb:g} MB Infinity Cache" if spec.llc_mb else "")
+            + f"; dense peaks: fp8 {spec.fp8_tflops:g}, bf16/fp16 {spec.bf16_tflops:g}, fp32 vector "
+            f"{spec.vector_fp32_tflops:g} TFLOP/s."
+        )
+    return out
 
 
 def _us(value: float | None) -> str:
