@@ -37,6 +37,7 @@ class CampaignConfig(_Strict, frozen=True):
     # A seed with no kernel of its own (plain PyTorch) is lowered by Inductor at the start, and
     # the lowered Triton kernel evaluated beside it: the catalogue's techniques need Triton.
     lower_seed: bool = True
+    lower_timeout_s: Positive = 120.0  # wall seconds Inductor may take; past them, the seed alone
     seed: Annotated[int, msgspec.Meta(ge=0)] = 1
     hours: Positive = 24.0  # campaign length on the campaign clock
     # Where `run` puts the blackboard when --db is not given, relative to the working directory.
@@ -274,6 +275,7 @@ FIXED_ON_RESUME = (
     "campaign.task",
     "campaign.seed_file",
     "campaign.lower_seed",
+    "campaign.lower_timeout_s",
     "evaluator.own_kernel",
     "evaluator.backend",
     "evaluator.device",

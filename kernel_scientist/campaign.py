@@ -406,7 +406,7 @@ def _lowered(scenario: Scenario, task: Task, seed_source: str) -> tuple[Lowered 
 
     name = scenario.seed_path().name
     try:
-        lowered = lower_seed(task, seed_source, name)
+        lowered = lower_seed(task, seed_source, name, timeout_s=scenario.campaign.lower_timeout_s)
     except LoweringError as exc:
         return None, f"{name} has no Triton kernel and was not lowered: {exc}; the campaign starts from it alone"
     kept = f"; library calls kept: {', '.join(lowered.library_calls)}" if lowered.library_calls else ""

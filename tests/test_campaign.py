@@ -111,12 +111,20 @@ def test_bad_seed_is_contained(tmp_path, name, body, reason):
         "campaign.hours=1",
         "--set",
         "evaluator.timeout_s=5",
+        "--set",
+        "campaign.lower_timeout_s=10",
     )
     with open_existing(db) as board:
         seed = board.kernel(1)
         assert seed.state in (KernelState.REJECTED, KernelState.FAILED)
         said = " ".join(m.text for m in board.messages() if m.kernel_id == 1)
         assert reason in said
+        # A plain-PyTorch seed is lowered first: Inductor, too, is contained (its own limit, one line).
+        lowering = [m.text for m in board.messages() if "has no Triton kernel" in m.text]
+        assert len(lowering) == 1 and lowering[0].startswith("submission.py has no Triton kernel and was not lowered")
+        assert [k.author for k in board.kernels()] == ["seed"]
+        if name == "hang":
+            assert "Inductor took longer than 10 s" in lowering[0]
 
 
 def _evaluation_lines(jsonl):

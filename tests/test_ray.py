@@ -200,13 +200,18 @@ def _stopped_line(proc: subprocess.Popen) -> str:
 
 
 def _resume_continues(workdir: Path, cluster) -> None:
-    """`resume` on ``cluster`` adds evaluations, each recorded once, and leaves no claim behind."""
+    """`resume` on ``cluster`` adds evaluations, each recorded once, and leaves no claim behind.
+    It gets a minute more than the 22 s campaign: on a loaded machine the stop can come so near
+    the deadline that the resumed run would have no time left to evaluate anything."""
     before, _, _ = _evaluations(workdir / "c.sqlite")
-    again = _run(workdir, cluster.address, "resume", "--db", "c.sqlite")
+    again = _run(workdir, cluster.address, "resume", "--db", "c.sqlite", "--set", "campaign.hours=0.025")
     out, err = again.communicate(timeout=300)
     assert again.returncode == 0, err[-3000:]
     after, subs, _ = _evaluations(workdir / "c.sqlite")
-    assert len(after) > len(before) and len({e.submission_id for e in after}) == len(after)
+    with open_existing(workdir / "c.sqlite") as board:
+        said = [f"{m.at:.1f} {m.agent}: {m.text}" for m in board.messages()][-12:]
+    assert len(after) > len(before), "\n".join(said)
+    assert len({e.submission_id for e in after}) == len(after)
     assert not [s for s in subs if s.state == "leased"]
     assert len([s for s in subs if s.state == "done"]) == len(after)
 

@@ -368,6 +368,7 @@ def run_capture(request: InductorRequest, timeout_s: float = 300.0) -> InductorC
     env.pop("TRITON_INTERPRET", None)
     work = Path(tempfile.mkdtemp(prefix="ks-inductor-"))
     env["TORCHINDUCTOR_CACHE_DIR"] = str(work / "cache")
+    env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"  # no worker pool to outlive a timeout's kill
     try:
         done = subprocess.run(
             [sys.executable, "-m", "kernel_scientist.evaluator.sandbox._inductor"],
