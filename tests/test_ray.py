@@ -103,7 +103,9 @@ def _evaluations(db: Path):
 
 
 def test_a_campaign_on_three_nodes_survives_a_killed_node_and_records_every_evaluation_once(cluster, workdir):
-    proc = _run(workdir, cluster.address, "run", "ray.toml", "--db", "c.sqlite")
+    # 54 s rather than the scenario's 22: the killed evaluation's retry alone can outlast 22 s on a
+    # loaded machine, leaving no time for the evaluations this test counts.
+    proc = _run(workdir, cluster.address, "run", "ray.toml", "--db", "c.sqlite", "--set", "campaign.hours=0.015")
     _wait_for(workdir / "c.sqlite")
     victim = _harness_node(cluster)  # mid-evaluation: its harness is running
     cluster.remove_node(victim, allow_graceful=False)
