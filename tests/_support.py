@@ -126,3 +126,21 @@ timeout_s = 60
 max_calls = 3
 shape_budget_s = 0.2
 {extra}"""
+
+
+# The seeds the any-kernel techniques are screened on: name -> (its folder, its file); a folder's
+# name is its task's.
+_PROBLEMS = Path(__file__).resolve().parent / "problems"
+_ANY = Path(__file__).resolve().parent / "fixtures_any_kernel"
+ANY_KERNEL_SEEDS = {
+    "vecadd": (_PROBLEMS / "vecadd", "submission.py"),
+    "rowstats": (_PROBLEMS / "rowstats", "submission.py"),
+    "stencil": (_PROBLEMS / "stencil", "submission.py"),
+    "relu": (_ANY / "relu", "submission.py"),
+    "relu_fallback": (_ANY / "relu", "fallback.py"),
+    "relu_chain": (_ANY / "relu", "chain.py"),
+    "inductor_pointwise": (_ANY / "inductor_pointwise", "submission.py"),
+    "inductor_reduction": (_ANY / "inductor_reduction", "submission.py"),
+    "inductor_reduction_lowered": (_ANY / "inductor_reduction", "lowered.py"),
+    "grayscale": (_ANY / "grayscale", "submission.py"),
+}

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _support import ANY_KERNEL_SEEDS
 from kernel_scientist.evaluator import load_task, static_findings
 from kernel_scientist.knowledge import NotApplicable, Technique, Variant
 from test_task import InterpretedSubmission
@@ -29,18 +30,7 @@ PROBLEMS = ROOT / "tests" / "problems"
 FIXTURES = ROOT / "tests" / "fixtures_any_kernel"
 FP8 = ROOT / "evaluator" / "tasks" / "amd_fp8_mm"
 # seed name -> (its folder, its file)
-SEEDS = {
-    "vecadd": (PROBLEMS / "vecadd", "submission.py"),
-    "rowstats": (PROBLEMS / "rowstats", "submission.py"),
-    "stencil": (PROBLEMS / "stencil", "submission.py"),
-    "relu": (FIXTURES / "relu", "submission.py"),
-    "relu_fallback": (FIXTURES / "relu", "fallback.py"),
-    "relu_chain": (FIXTURES / "relu", "chain.py"),
-    "inductor_pointwise": (FIXTURES / "inductor_pointwise", "submission.py"),
-    "inductor_reduction": (FIXTURES / "inductor_reduction", "submission.py"),
-    "inductor_reduction_lowered": (FIXTURES / "inductor_reduction", "lowered.py"),
-    "grayscale": (FIXTURES / "grayscale", "submission.py"),
-}
+SEEDS = ANY_KERNEL_SEEDS
 # Modules in TorchInductor's form: block sizes as per-kernel module constants (XBLOCK_0). The last
 # two were written by `kernel-scientist lower` from the folder's seed.py, as a campaign on a
 # PyTorch seed gets them.

@@ -20,6 +20,7 @@ import functools
 from pathlib import Path
 
 import pytest
+from _support import ANY_KERNEL_SEEDS
 from kernel_scientist.agents._base import CampaignClock, Context
 from kernel_scientist.agents.critic import Critic
 from kernel_scientist.blackboard import Blackboard, HypothesisState, Scenario, Verdict
@@ -35,18 +36,7 @@ FP8 = ROOT / "evaluator" / "tasks" / "amd_fp8_mm"
 PROBLEMS = ROOT / "tests" / "problems"
 FIXTURES = ROOT / "tests" / "fixtures_any_kernel"
 # Any-kernel seeds: name -> (folder, file); the folder's name is its task's.
-SEEDS = {
-    "vecadd": (PROBLEMS / "vecadd", "submission.py"),
-    "rowstats": (PROBLEMS / "rowstats", "submission.py"),
-    "stencil": (PROBLEMS / "stencil", "submission.py"),
-    "relu": (FIXTURES / "relu", "submission.py"),
-    "relu_fallback": (FIXTURES / "relu", "fallback.py"),
-    "relu_chain": (FIXTURES / "relu", "chain.py"),
-    "inductor_pointwise": (FIXTURES / "inductor_pointwise", "submission.py"),
-    "inductor_reduction": (FIXTURES / "inductor_reduction", "submission.py"),
-    "inductor_reduction_lowered": (FIXTURES / "inductor_reduction", "lowered.py"),
-    "grayscale": (FIXTURES / "grayscale", "submission.py"),
-}
+SEEDS = ANY_KERNEL_SEEDS
 FOLDERS = tuple(dict.fromkeys(folder for folder, _ in SEEDS.values()))
 VENDORS = ("amd", "nvidia")
 # Triton's CPU interpreter returns garbage for a bf16 tl.dot (docs/stack-pitfalls.md): the
