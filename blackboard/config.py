@@ -34,8 +34,8 @@ class CampaignConfig(_Strict, frozen=True):
     task: str = "../evaluator/tasks/amd_fp8_mm"
     # The seed kernel: a file of the task folder ("" = its submission.py), relative to the folder.
     seed_file: str = ""
-    # A seed with no kernel of its own (plain PyTorch) is lowered by Inductor at the start, and
-    # the lowered Triton kernel evaluated beside it: the catalogue's techniques need Triton.
+    # A seed with no kernel of its own (plain PyTorch) is lowered by Inductor once it has passed
+    # its check, and the lowered Triton kernel evaluated: the catalogue's techniques need Triton.
     lower_seed: bool = True
     lower_timeout_s: Positive = 120.0  # wall seconds Inductor may take; past them, the seed alone
     seed: Annotated[int, msgspec.Meta(ge=0)] = 1

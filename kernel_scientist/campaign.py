@@ -54,7 +54,9 @@ from kernel_scientist.blackboard import (
     BlackboardError,
     Campaign,
     EvalReport,
+    Evaluation,
     HypothesisState,
+    Kernel,
     KernelState,
     Message,
     RunSegment,
@@ -245,13 +247,13 @@ def _run(
     released = 0
     with backend:
         try:
-            board, lowering = _open_board(scenario, db, task, backend, resume, seed_source)
+            board = _open_board(scenario, db, task, backend, resume, seed_source)
         except KeyboardInterrupt:
             raise Interrupted(interrupted_text(db, resume)) from None
         try:
             with board:
                 try:
-                    released = _campaign(board, scenario, task, backend, listeners, resume, retuned, lessons, lowering)
+                    released = _campaign(board, scenario, task, backend, listeners, resume, retuned, lessons)
                 except BaseException as exc:
                     lost = _lost(exc)
                     if lost is None:
@@ -280,10 +282,8 @@ def _campaign(
     resume: bool,
     retuned: Sequence[str],
     lessons: Sequence[learn.Lesson],
-    lowering: str = "",
 ) -> int:
-    """Say how the campaign starts (or resumes) and what became of the seed's lowering, then run
-    the agents past the deadline until the work in flight has ended; returns the number of claims
+    """Say how the campaign starts (or resumes), then run the agents past the deadline until the work in flight has ended; returns the number of claims
     a resume handed back."""
     for listener in listeners:
         board.on_message(listener)
@@ -318,9 +318,6 @@ def _campaign(
             f"({backend.device_name}), seed {scenario.campaign.seed}; reference "
             f"{_reference_text(board.campaign().reference, backend.simulated)}",
         )
-        if lowering:
-            lowered = next((k for k in board.kernels() if k.author == LOWERED_AUTHOR), None)
-            board.say(agent="runner", kind="info", at=0.0, kernel_id=lowered.id if lowered else None, text=lowering)
         learn.record(board, list(lessons), at=0.0)
     clock = CampaignClock(offset=board.clock(), deadline=scenario.campaign.hours * 3600.0)
     options = {"clock": trio.testing.MockClock(autojump_threshold=0)} if backend.simulated else {}
@@ -330,16 +327,14 @@ def _campaign(
 
 def _open_board(
     scenario: Scenario, db: Path, task: Task, backend: Backend, resume: bool, seed_source: str
-) -> tuple[Blackboard, str]:
+) -> Blackboard:
     """The campaign's blackboard: reopened for a resume; for a new campaign, created with the
-    campaign record, the seed kernel and, for a PyTorch seed, its lowering (``_lowered``), and
-    removed again if that fails half-way. With it, the line that says what the lowering gave."""
+    campaign record and the seed kernel, and removed again if that fails half-way."""
     if resume:
         if isinstance(backend, StartsInBackground):
             backend.wait_started()
-        return Blackboard(db), ""
-    reference = backend.reference_report()  # the slow parts of a start: before the file exists
-    lowered, lowering = _lowered(scenario, task, seed_source)
+        return Blackboard(db)
+    reference = backend.reference_report()  # the slow part of a start: before the file exists
     if isinstance(backend, StartsInBackground):  # it started meanwhile; one that cannot refuses here
         backend.wait_started()
     made = [folder for folder in (db.parent, *db.parent.parents) if not folder.exists()]  # the default out_dir
@@ -372,16 +367,6 @@ def _open_board(
             state=KernelState.DRAFT,
             summary=f"seed submission ({scenario.seed_path().name})",
         )
-        if lowered is not None:
-            kernel = board.add_kernel(
-                source=lowered.source,
-                author=LOWERED_AUTHOR,
-                at=0.0,
-                state=KernelState.DRAFT,
-                summary=lowered.provenance,
-                parent_id=board.kernels()[0].id,
-            )
-            lowering = lowering.replace("{id}", str(kernel.id))
     except BaseException:  # Ctrl-C included: a start that did not finish leaves nothing behind
         if board is not None:
             board.close()
@@ -391,29 +376,52 @@ def _open_board(
             with contextlib.suppress(OSError):
                 folder.rmdir()
         raise
-    return board, lowering
+    return board
 
 
-def _lowered(scenario: Scenario, task: Task, seed_source: str) -> tuple[Lowered | None, str]:
-    """A seed with no kernel of its own lowered by Inductor (``campaign.lower_seed``; in a process
-    of its own, on this machine's device), and the runner's line on it: what it gave, or why
-    there is none (the campaign then starts from the seed alone)."""
+NOT_LOWERED = "was not lowered"  # in the runner's line on a seed it decided not to lower
+
+
+def seed_to_lower(board: Blackboard, scenario: Scenario) -> tuple[Kernel, Evaluation] | None:
+    """The seed and its evaluation when the seed is due to be lowered now: a campaign with
+    ``campaign.lower_seed`` whose seed has no Triton kernel of its own has evaluated it, and the
+    runner has neither lowered it nor said why not. A function of the blackboard alone, so a
+    campaign killed while lowering lowers on resume."""
     from kernel_scientist.knowledge.lowering import is_pytorch_only
 
-    if not scenario.campaign.lower_seed or not is_pytorch_only(seed_source):
-        return None, ""
+    kernels = board.kernels()
+    seed = next((k for k in kernels if k.is_seed()), None)
+    if not scenario.campaign.lower_seed or seed is None or not is_pytorch_only(seed.source):
+        return None
+    if any(k.author == LOWERED_AUTHOR for k in kernels):
+        return None
+    if any(m.kernel_id == seed.id and NOT_LOWERED in m.text for m in board.messages(agent="runner")):
+        return None
+    evaluation = board.evaluation_for(seed.id)
+    return None if evaluation is None else (seed, evaluation)
+
+
+def lower(scenario: Scenario, task: Task, seed: Kernel, evaluation: Evaluation) -> tuple[Lowered | None, str]:
+    """The seed lowered by Inductor (in a process of its own, on this machine's device) when it
+    passed its check, and the runner's line on it: what it gave, or why there is none (the
+    campaign then goes on from the seed alone). A seed that failed is not lowered: the lowering
+    would copy its mistake into every kernel tuned from it."""
+    name = scenario.seed_path().name
+    if not evaluation.report.passed():
+        return None, (
+            f"{name} has no Triton kernel and {NOT_LOWERED}: it failed its check "
+            f"({evaluation.report.outcome}), and a lowering would copy the mistake"
+        )
     from kernel_scientist.lower import LoweringError, lower_seed
 
-    name = scenario.seed_path().name
     try:
-        lowered = lower_seed(task, seed_source, name, timeout_s=scenario.campaign.lower_timeout_s)
+        lowered = lower_seed(task, seed.source, name, timeout_s=scenario.campaign.lower_timeout_s)
     except LoweringError as exc:
-        return None, f"{name} has no Triton kernel and was not lowered: {exc}; the campaign starts from it alone"
+        return None, f"{name} has no Triton kernel and {NOT_LOWERED}: {exc}; the campaign goes on from it alone"
     kept = f"; library calls kept: {', '.join(lowered.library_calls)}" if lowered.library_calls else ""
     return lowered, (
-        f"{name} has no Triton kernel: kernel {{id}} is its lowering by Inductor "
-        f"({len(lowered.kernels)} Triton kernel{'s' if len(lowered.kernels) != 1 else ''}{kept}), "
-        "evaluated beside it; " + lowered.provenance
+        f"{name} has no Triton kernel and passed its check: kernel {{id}} is its lowering by Inductor "
+        f"({len(lowered.kernels)} Triton kernel{'s' if len(lowered.kernels) != 1 else ''}{kept}); " + lowered.provenance
     )
 
 
@@ -583,6 +591,7 @@ class _Runner(Agent):
         with anyio.move_on_at(clock.to_loop(clock.deadline)):
             while True:  # read on this agent's own slot: every other agent's step is complete then
                 await self.act()
+                await self._lower_seed()
                 self.stalled = stalled(self.board, self.ctx.scenario)
                 if self.stalled is not None:
                     self.end()
@@ -604,6 +613,34 @@ class _Runner(Agent):
             f"deadline {_hours(clock.deadline)} reached: nothing new starts; {running}"
             + (f"; {_count(queued, 'queued submission')} left unevaluated" if queued else ""),
         )
+
+    async def _lower_seed(self) -> None:
+        """Lower the seed once it has passed its check (``seed_to_lower``, ``lower``) and add the
+        lowering as a draft for the critic, saying what it gave. The lowering is CPU work of up to
+        ``campaign.lower_timeout_s`` wall seconds: on the virtual clock it runs here, blocking,
+        so no campaign time passes (as a simulated evaluation's checks do); on the wall clock in a
+        worker thread, so the other agents go on meanwhile."""
+        due = seed_to_lower(self.board, self.ctx.scenario)
+        if due is None:
+            return
+        seed, evaluation = due
+        if self.ctx.backend.simulated:
+            lowered, line = lower(self.ctx.scenario, self.ctx.task, seed, evaluation)
+        else:
+            lowered, line = await anyio.to_thread.run_sync(lower, self.ctx.scenario, self.ctx.task, seed, evaluation)
+            await self.act()
+        if lowered is None:
+            self.say("info", line, kernel_id=seed.id)
+            return
+        kernel = self.board.add_kernel(
+            source=lowered.source,
+            author=LOWERED_AUTHOR,
+            at=self.now(),
+            state=KernelState.DRAFT,
+            summary=lowered.provenance,
+            parent_id=seed.id,
+        )
+        self.say("info", line.replace("{id}", str(kernel.id)), kernel_id=kernel.id)
 
 
 def _count(n: int, noun: str) -> str:

@@ -180,7 +180,9 @@ def test_the_lowering_benchmark_records_each_contender(tmp_path):
 
 
 # ---- a campaign from a PyTorch seed -------------------------------------------------------------
-def _campaign(tmp_path: Path, task: Path, seed_file: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+def _campaign(
+    tmp_path: Path, task: Path, seed_file: str, *settings: str
+) -> tuple[subprocess.CompletedProcess[str], Path]:
     scenario = tmp_path / "torch.toml"
     scenario.write_text(
         f'[campaign]\nname = "torch"\ntask = "{task}"\nseed_file = "{seed_file}"\nhours = 2.0\n\n'
@@ -188,6 +190,7 @@ def _campaign(tmp_path: Path, task: Path, seed_file: str) -> tuple[subprocess.Co
     )
     db = tmp_path / "torch.sqlite"
     cmd = [sys.executable, "-m", "kernel_scientist", "run", str(scenario), "--db", str(db), "--quiet"]
+    cmd += [arg for setting in settings for arg in ("--set", setting)]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=tmp_path), db
 
 
@@ -203,9 +206,14 @@ def test_a_campaign_lowers_a_pytorch_seed_and_tunes_the_lowering(tmp_path):
         kernels = board.kernels()
     assert lowered.author == LOWERED_AUTHOR and lowered.parent_id == seed.id == 1
     assert lowered.summary.startswith("Lowered by Inductor from torch_rows.py (torch ")
+    # Lowered once the seed had passed its check, not before.
+    seed_done = next(e for e in evals if e.kernel_id == seed.id)
+    assert seed_done.report.passed() and lowered.created_at >= seed_done.finished_at
     line = next(m for m in messages if m.agent == "runner" and m.kernel_id == lowered.id)
-    assert line.text.startswith("torch_rows.py has no Triton kernel: kernel 2 is its lowering by Inductor (1 Triton")
-    review = next(m for m in messages if m.agent == "critic" and m.text.startswith("kernel 2 approved"))
+    assert line.text.startswith(
+        f"torch_rows.py has no Triton kernel and passed its check: kernel {lowered.id} is its lowering by Inductor (1 Triton"
+    )
+    review = next(m for m in messages if m.agent == "critic" and m.text.startswith(f"kernel {lowered.id} approved"))
     assert "the seed lowered by Inductor" in review.text and "pre-screen passed" in review.text
     # The catalogue works on the lowering's Triton, and the best kernel beats the seed.
     assert any(k.parent_id == lowered.id for k in kernels)
@@ -236,10 +244,32 @@ def test_a_campaign_whose_seed_inductor_cannot_lower_starts_from_it_alone(tmp_pa
     assert authors == ["seed"]
     assert any(
         t.startswith("branch.py has no Triton kernel and was not lowered: Inductor specialised the lowering")
-        and t.endswith("; the campaign starts from it alone")
+        and t.endswith("; the campaign goes on from it alone")
         for t in texts
     ), texts
     assert "nothing left to try" in texts[-1]  # and, with nothing to rewrite, it ends early
+
+
+def test_a_lowering_that_outlasts_its_limit_is_cut_and_said_once(tmp_path):
+    """A seed that passes its check but whose tracing hangs: Inductor's process is killed at
+    campaign.lower_timeout_s and the campaign goes on from the seed alone."""
+    folder = tmp_path / "problems" / "rowstats"
+    shutil.copytree(PROBLEMS / "rowstats", folder)
+    for shared in ("utils.py", "eval.py"):
+        shutil.copy(PROBLEMS / shared, folder.parent / shared)
+    (folder / "slow.py").write_text(
+        "import torch\n\n\ndef custom_kernel(x):\n    n = 0\n"
+        "    while torch.compiler.is_compiling():  # Dynamo unrolls this for ever\n        n += 1\n"
+        "    return x.sum(dim=1), x.amax(dim=1)\n"
+    )
+    from kernel_scientist.blackboard import open_existing
+
+    done, db = _campaign(tmp_path, folder, "slow.py", "campaign.lower_timeout_s=8")
+    assert done.returncode == 0, done.stderr[-3000:]
+    with open_existing(db) as board:
+        assert [k.author for k in board.kernels()] == ["seed"] and board.evaluation_for(1).report.passed()
+        lines = [m.text for m in board.messages() if "has no Triton kernel" in m.text]
+    assert len(lines) == 1 and "Inductor took longer than 8 s" in lines[0], lines
 
 
 # ---- Inductor's CUDA code, recorded on a GPU ----------------------------------------------------
