@@ -9,6 +9,7 @@ two outputs (rowstats) and a scan (rowscan, whose folder seed is plain PyTorch).
 from __future__ import annotations
 
 import ast
+import contextlib
 import gzip
 import json
 import re
@@ -302,3 +303,49 @@ def test_inductors_cuda_code_becomes_a_standalone_submission(folder):
     for name, value in first.blocks.items():
         assert f"{name}_0 = {value}\n" in lowered.source
     assert f"num_warps={first.num_warps}" in lowered.source
+
+
+def test_a_campaign_killed_while_lowering_lowers_on_resume(tmp_path):
+    """kill -9 while Inductor works (the seed evaluated, no lowering recorded): resume lowers it."""
+    import os
+    import signal
+    import sqlite3
+    import time
+
+    from kernel_scientist.blackboard import LOWERED_AUTHOR, open_existing
+
+    scenario = tmp_path / "torch.toml"
+    scenario.write_text(
+        f'[campaign]\nname = "torch"\ntask = "{PROBLEMS / "rowstats"}"\nseed_file = "solutions/correct/torch_rows.py"\n'
+        'hours = 2.0\n\n[agents]\nbrain = "offline"\n\n[evaluator]\nbackend = "simulated"\ndevice = "h200"\n'
+    )
+    db = tmp_path / "torch.sqlite"
+    cmd = [sys.executable, "-m", "kernel_scientist", "run", str(scenario), "--db", str(db), "--quiet"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:  # until the seed's evaluation is on file
+            if db.exists():
+                with contextlib.suppress(sqlite3.Error), contextlib.closing(sqlite3.connect(db)) as con:
+                    if con.execute("SELECT count(*) FROM evaluation").fetchone()[0]:
+                        break
+            time.sleep(0.05)
+        assert proc.poll() is None, "the campaign ended before the kill"
+        os.kill(proc.pid, signal.SIGKILL)  # Inductor takes seconds: it is at work now
+    finally:
+        proc.wait(timeout=30)
+    with open_existing(db) as board:
+        assert board.evaluation_for(1) is not None
+        assert [k.author for k in board.kernels()] == ["seed"]
+    done = subprocess.run(
+        [sys.executable, "-m", "kernel_scientist", "resume", "--db", str(db), "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    with open_existing(db) as board:
+        lowered = [k for k in board.kernels() if k.author == LOWERED_AUTHOR]
+        lines = [m.text for m in board.messages() if "has no Triton kernel" in m.text]
+    assert len(lowered) == 1 and len(lines) == 1 and "passed its check" in lines[0]
