@@ -156,20 +156,29 @@ def test_bad_usage_is_one_line_and_writes_nothing(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.py"]
 
 
-def test_the_lowering_benchmark_records_each_contender(tmp_path):
-    """scripts/bench_lowering.py on this machine: Inductor lowers for Triton's CPU backend and the
-    evaluations are simulated, labelled so."""
+def test_the_folders_benchmark_records_each_contender(tmp_path):
+    """scripts/bench_folders.py on this machine: a short campaign per folder, Inductor lowers for
+    Triton's CPU backend, and the campaigns and evaluations are simulated, labelled so."""
     out = tmp_path / "bench"
-    cmd = [sys.executable, str(ROOT / "scripts" / "bench_lowering.py"), str(PROBLEMS / "rowscan")]
+    cmd = [sys.executable, str(ROOT / "scripts" / "bench_folders.py"), str(PROBLEMS / "rowscan")]
     done = subprocess.run(
-        [*cmd, str(PROBLEMS / "vecadd"), "--out", str(out), "--no-compile"],
+        [
+            *cmd,
+            str(PROBLEMS / "vecadd"),
+            "--out",
+            str(out),
+            "--contenders",
+            "campaign,lowered,seed",
+            "--campaign-seconds",
+            "900",
+        ],
         capture_output=True,
         text=True,
         timeout=900,
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    record = json.loads((out / "lowering.json").read_text())
+    record = json.loads((out / "folders.json").read_text())
     assert record["meta"]["backend"] == "simulated" and "simulated" in record["meta"]["device"]
     scan = record["folders"]["rowscan"]
     assert scan["lowering"]["lowered"] and scan["lowered"]["outcome"] == scan["seed"]["outcome"] == "passed"
@@ -177,7 +186,17 @@ def test_the_lowering_benchmark_records_each_contender(tmp_path):
     assert record["folders"]["vecadd"]["lowering"] == {"lowered": False, "reason": "the seed has a kernel of its own"}
     with gzip.open(out / "captures.json.gz", "rt") as f:
         assert set(json.load(f)) == {"rowscan"}
-    assert re.search(r"rowscan +\| lowering ok \| lowered passed [\d.]+ us \| seed passed", done.stdout), done.stdout
+    assert re.search(
+        r"rowscan +\| lowering ok \| campaign passed [\d.]+ us \| lowered passed [\d.]+ us \| seed passed", done.stdout
+    ), done.stdout
+    # Each campaign ran from the folder's submission.py; its best kernel was timed again here.
+    for name in ("rowscan", "vecadd"):
+        run = record["folders"][name]["campaign_run"]
+        assert run["rc"] == 0 and run["evaluations"] > 3 and run["closing"].startswith("campaign over"), run
+        assert (out / f"{name}.sqlite").is_file() and record["folders"][name]["campaign"]["outcome"] == "passed"
+    assert re.search(
+        r"campaign against seed: faster on \d of 2 folders \(2 where both passed\), geometric mean", done.stdout
+    )
 
 
 # ---- a campaign from a PyTorch seed -------------------------------------------------------------
