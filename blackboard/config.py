@@ -178,6 +178,11 @@ class EvaluatorConfig(_Strict, frozen=True):
     # statically and at run time). A campaign's goal is a custom kernel, so on by default;
     # `evaluate` judges as a leaderboard does and leaves them off.
     own_kernel: bool = True
+    # simulated backend: also compile each evaluation's Triton kernels for the device's architecture
+    # (ptxas for sm_90, the AMDGPU back end for gfx942) and record registers, spills and shared
+    # memory (a GPU reports them always). "auto": with an LLM brain, which reads them; the offline
+    # brain does not, and each new kernel setting costs 0.1-2 s of CPU.
+    compile_stats: Literal["auto", "on", "off"] = "auto"
 
     def __post_init__(self) -> None:
         if self.min_calls > self.max_calls:

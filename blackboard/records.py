@@ -19,6 +19,7 @@ __all__ = [
     "LOWERED_AUTHOR",
     "SEED_AUTHOR",
     "Campaign",
+    "CompileStats",
     "EvalReport",
     "Evaluation",
     "Finding",
@@ -222,6 +223,34 @@ class Provenance(msgspec.Struct, frozen=True):
         return f"measured on {self.hardware} ({self.timing_method})"
 
 
+class CompileStats(msgspec.Struct, frozen=True):
+    """What the compiler made of one Triton kernel a candidate launched, at one setting: the
+    figures an engineer reads first when a kernel is slower than its plan (registers, spills,
+    shared memory, and the occupancy they allow). Every figure is optional: a Triton that keeps
+    one under another name, or a kernel that failed to compile, leaves it unknown.
+
+    ``origin`` says where the figures come from: read from the kernel as the driver loaded it on
+    a GPU, or compiled here for the simulated device's architecture by Triton's own toolchain
+    (ptxas for sm_90, the LLVM AMDGPU back end for gfx942), never run on a device.
+    ``spills`` is Triton's ``n_spills``: the kernel's local (scratch) memory per thread in 4-byte
+    words, which is where spilled registers go. ``blocks_per_unit`` is how many blocks (CTAs,
+    workgroups) of this kernel one SM or CU can hold at once by these figures, and
+    ``limited_by`` what bounds it ("registers", "shared memory", "warps", "blocks").
+    """
+
+    kernel: str
+    settings: str = ""  # the constexprs it was compiled with, "BLOCK_M=128, BLOCK_N=64"
+    num_warps: int | None = None
+    num_stages: int | None = None
+    registers: int | None = None  # per thread (NVIDIA) or per lane (AMD: VGPRs, AGPRs included)
+    spills: int | None = None
+    shared_bytes: int | None = None  # per block
+    blocks_per_unit: int | None = None
+    limited_by: Literal["", "registers", "shared memory", "warps", "blocks"] = ""
+    origin: str = ""
+    error: str = ""  # why the kernel could not be compiled for the target (the figures are then unknown)
+
+
 class EvalReport(msgspec.Struct, frozen=True):
     """What a backend returns for one candidate. ``duration_s`` is how long the evaluation takes on
     the (simulated or real) hardware service, which is what the evaluator's clock is charged."""
@@ -241,6 +270,10 @@ class EvalReport(msgspec.Struct, frozen=True):
     # inputs: one timing's luck would otherwise crown it), each timing's score, first one first;
     # ``score_us`` and the shapes' times are then their geometric means. Empty: one timing.
     runs_us: list[float] = []
+    # What the compiler made of each Triton kernel the candidate launched (``CompileStats``): on a
+    # GPU read from the loaded kernels, on the simulated backend compiled for its architecture
+    # when the backend is asked to. Empty when unknown, and in files written before it was kept.
+    compile_stats: list[CompileStats] = []
 
     def passed(self) -> bool:
         """The candidate passed every check, timed or not (``passed_score`` says whether it was)."""

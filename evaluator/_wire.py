@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Literal
 
 import msgspec
-from kernel_scientist.blackboard.records import Outcome, Shape
+from kernel_scientist.blackboard.records import CompileStats, Outcome, Shape
 from kernel_scientist.evaluator._task import TaskMeta
 
 
@@ -127,6 +127,13 @@ class ChildRequest(msgspec.Struct, frozen=True):
     mem_limit_mb: int = 4096
     meta: TaskMeta = TaskMeta()  # the task's declared output slot and flops (heavy-op rule)
     own_kernel: bool = False  # the policy: a torch matmul doing the task's work is rejected
+    # Compile statistics (evaluator/sandbox/_compile_stats.py): the timed launches' kernels are
+    # compiled ahead of time for ``device``'s architecture, with Triton's cache in this folder
+    # (the backend's own, shared by its candidates). Empty: none are compiled. Compiling stops
+    # once the child has run ``compile_by_s`` seconds (well inside the backend's timeout), so that
+    # statistics never turn a candidate's evaluation into a timeout.
+    compile_cache: str = ""
+    compile_by_s: float = 0.0
 
 
 class ChildResult(msgspec.Struct, frozen=True):
@@ -134,6 +141,7 @@ class ChildResult(msgspec.Struct, frozen=True):
     reason: str = ""
     checks: list[CheckOutput] = []
     captures: list[Capture] = []
+    compile_stats: list[CompileStats] = []
 
 
 # Frames between the campaign process and the fork server (a tagged union, length-prefixed).
@@ -201,3 +209,6 @@ class GpuResult(msgspec.Struct, frozen=True):
     # start-up before the request ("preload_s", hidden when the process was started early),
     # "idle_s" waiting for it, then "setup_s", "tests_s" (compiles, first-call tuning), "timing_s".
     phases: dict[str, float] = {}
+    # What the compiler made of every Triton kernel that ran in the process, read from the loaded
+    # kernels after the candidate's calls (evaluator/sandbox/_compile_stats.py).
+    compile_stats: list[CompileStats] = []

@@ -243,7 +243,7 @@ def _run(
             "set campaign.seed_file to a file of the task folder"
         ) from None
     with _keeping_sigterm():
-        backend = make_backend(scenario.evaluator, task)
+        backend = make_backend(scenario.evaluator, task, llm=scenario.agents.brain != "offline")
     released = 0
     with backend:
         try:

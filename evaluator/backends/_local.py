@@ -26,14 +26,14 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Literal
 
 import anyio
 import msgspec
 from kernel_scientist.blackboard import metrics
-from kernel_scientist.blackboard.records import EvalReport, Outcome, Provenance, Shape, ShapeResult
+from kernel_scientist.blackboard.records import CompileStats, EvalReport, Outcome, Provenance, Shape, ShapeResult
 from kernel_scientist.evaluator._rules import rule_verdict
 from kernel_scientist.evaluator._task import Task, mix_seed
 from kernel_scientist.evaluator._wire import OUTCOME_OF, PREPARE, PREPARED, GpuRequest, GpuResult
@@ -266,7 +266,13 @@ class LocalBackend:
         notes = "; ".join(x for x in (phase_note(result.phases), notes) if x)
         report = self._reporter(submission_id, secret_seed, run.wall_s, where, backend, notes)
         if result.status != "ok":
-            return report(OUTCOME_OF[result.status], result.reason, versions=result.versions, phases=result.phases)
+            return report(
+                OUTCOME_OF[result.status],
+                result.reason,
+                versions=result.versions,
+                phases=result.phases,
+                compile_stats=result.compile_stats,
+            )
         return self._timed(result, submission_id, secret_seed, run.wall_s, where=where, backend=backend, notes=notes)
 
     def _timed(
@@ -317,13 +323,15 @@ class LocalBackend:
             shapes=shapes,
             versions=result.versions,
             phases=result.phases,
+            compile_stats=result.compile_stats,
         )
 
     def _reporter(
         self, submission_id: int, secret_seed: int, wall: float, where: Where, backend: str, notes: str
     ) -> functools.partial[EvalReport]:
         """``report`` for one harness run, its context bound: what is left to say is the outcome,
-        the reason and what was measured (``score``, ``shapes``, ``versions``, ``phases``)."""
+        the reason and what was measured (``score``, ``shapes``, ``versions``, ``phases``,
+        ``compile_stats``)."""
         run = functools.partial(self.report, submission_id=submission_id, secret_seed=secret_seed, wall=wall)
         return functools.partial(run, where=where, backend=backend, notes=notes)
 
@@ -341,6 +349,7 @@ class LocalBackend:
         backend: str = "local",
         notes: str = "",
         phases: dict[str, float] | None = None,
+        compile_stats: Sequence[CompileStats] = (),
     ) -> EvalReport:
         where = where or Where(device=self.device_name, driver=self.driver, sm_clock="")
         prov = Provenance(
@@ -366,6 +375,7 @@ class LocalBackend:
             checked_shapes=list(self.task.tests),
             duration_s=0.0,
             phases=dict(phases or {}),
+            compile_stats=list(compile_stats),
         )
 
 

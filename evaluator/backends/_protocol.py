@@ -80,10 +80,16 @@ class BackendUnavailable(Exception):
 
 
 def make_backend(
-    cfg: EvaluatorConfig, task: Task, *, setting: str | None = None, instead: str = "evaluator.backend = 'simulated'"
+    cfg: EvaluatorConfig,
+    task: Task,
+    *,
+    setting: str | None = None,
+    instead: str = "evaluator.backend = 'simulated'",
+    llm: bool = False,
 ) -> Backend:
     """The backend ``cfg`` asks for, for ``task``. ``setting`` names where the choice was made and
-    ``instead`` what to use on a machine without a GPU, for the error message."""
+    ``instead`` what to use on a machine without a GPU, for the error message; ``llm``: a language
+    model reads the reports (``evaluator.compile_stats = "auto"`` turns the statistics on)."""
     from kernel_scientist.evaluator.backends._local import LocalBackend
     from kernel_scientist.evaluator.backends._ray import ClusterError, RayBackend
     from kernel_scientist.evaluator.backends._simulated import SimulatedBackend
@@ -91,7 +97,12 @@ def make_backend(
     where = setting or f"evaluator.backend = '{cfg.backend}'"
     if cfg.backend == "simulated":
         return SimulatedBackend(
-            task, device=cfg.device, noise=cfg.noise, timeout_s=cfg.timeout_s, own_kernel=cfg.own_kernel
+            task,
+            device=cfg.device,
+            noise=cfg.noise,
+            timeout_s=cfg.timeout_s,
+            own_kernel=cfg.own_kernel,
+            compile_stats=cfg.compile_stats == "on" or (cfg.compile_stats == "auto" and llm),
         )
     # The harness's settings, the same for the local backend and for every GPU host of a Ray cluster.
     harness: dict[str, Any] = dict(

@@ -25,13 +25,14 @@ import importlib.metadata
 import math
 import platform
 import signal
+import tempfile
 import types
 from collections.abc import Iterator, Sequence
 from typing import Literal
 
 import msgspec
 import numpy as np
-from kernel_scientist.blackboard.records import EvalReport, Outcome, Provenance, Shape, ShapeResult
+from kernel_scientist.blackboard.records import CompileStats, EvalReport, Outcome, Provenance, Shape, ShapeResult
 from kernel_scientist.evaluator._rules import rule_verdict
 from kernel_scientist.evaluator._task import Task, check_failure, mix_seed, task_flops
 from kernel_scientist.evaluator._wire import OUTCOME_OF, CheckOutput, ChildRequest, ChildResult
@@ -127,9 +128,15 @@ class SimulatedBackend:
         output_limit: int = 64_000,
         mem_limit_mb: int = 4096,
         own_kernel: bool = False,
+        compile_stats: bool = False,
     ) -> None:
         """``own_kernel`` turns on the rules about what the kernel may call (a torch matmul doing
-        the task's work is rejected): a campaign's policy; ``evaluate`` leaves it off."""
+        the task's work is rejected): a campaign's policy; ``evaluate`` leaves it off.
+        ``compile_stats``: each evaluation's timed kernels are also compiled for the device's
+        architecture (registers, spills, shared memory; ``EvalReport.compile_stats``), with a
+        Triton cache this backend keeps for its candidates: 0.1-2 s per kernel the cache has not
+        seen (evaluator/sandbox/_compile_stats.py). Off by default: most evaluations (the test
+        suite's) need no statistics."""
         if device not in DEVICES:
             raise ValueError(f"unknown device {device!r}; known: {', '.join(DEVICES)}")
         self.task = task
@@ -145,6 +152,8 @@ class SimulatedBackend:
         self._secret_seed: int | None = None  # the evaluations' so far: what an expected one will use
         self._reference: types.ModuleType | None = None
         self._versions = _versions()
+        # The compiles' Triton cache: the backend's own, shared by its candidates, gone at close.
+        self._compile_cache = tempfile.TemporaryDirectory(prefix="ks-compile-") if compile_stats else None
 
     # -- lifetime --------------------------------------------------------------------------------
     def __enter__(self) -> SimulatedBackend:
@@ -163,6 +172,8 @@ class SimulatedBackend:
 
     def close(self) -> None:
         self._pool.close()
+        if self._compile_cache is not None:
+            self._compile_cache.cleanup()
 
     # -- the interface ---------------------------------------------------------------------------
     async def evaluate(self, source: str, *, submission_id: int = 0, secret_seed: int = 0) -> EvalReport:
@@ -248,6 +259,7 @@ class SimulatedBackend:
         duration_s: float,
         score_us: float | None = None,
         shapes: Sequence[ShapeResult] = (),
+        compile_stats: Sequence[CompileStats] = (),
     ) -> EvalReport:
         return EvalReport(
             outcome=outcome,
@@ -257,6 +269,7 @@ class SimulatedBackend:
             duration_s=0.0 if mode == "prescreen" else round(duration_s, 3),
             score_us=score_us,
             shapes=list(shapes),
+            compile_stats=list(compile_stats),
         )
 
     def _run(self, mode: Mode, source: str, submission_id: int, secret_seed: int) -> EvalReport:
@@ -327,6 +340,8 @@ class SimulatedBackend:
             mem_limit_mb=self.mem_limit_mb,
             meta=self.task.meta,
             own_kernel=self.own_kernel,
+            compile_cache=self._compile_cache.name if self._compile_cache is not None else "",
+            compile_by_s=0.6 * self.timeout_s,
         )
 
     def _failure(self, job: JobOutcome) -> tuple[Outcome, str] | None:
@@ -395,6 +410,7 @@ class SimulatedBackend:
                     prov,
                     checks,
                     service_s,
+                    compile_stats=result.compile_stats,
                 )
             if s.is_mnk() and task_flops(self.task.meta, s):  # a matrix product: the work must show
                 has_work = any(x.has_dot or is_vector_gemm(x, s) for x in cap.launches) or any(
@@ -412,6 +428,7 @@ class SimulatedBackend:
                     prov,
                     checks,
                     self._failed_duration(Outcome.CRASH),
+                    compile_stats=result.compile_stats,
                 )
             try:
                 t, _parts = capture_time_us(cap, self.device)
@@ -423,6 +440,7 @@ class SimulatedBackend:
                     prov,
                     checks,
                     _SERVICE_START_S + _COMPILE_S,
+                    compile_stats=result.compile_stats,
                 )
             except ModelUnsupported as exc:  # correct, but we will not invent a time
                 return self._report(
@@ -433,6 +451,7 @@ class SimulatedBackend:
                     prov,
                     checks,
                     service_s,
+                    compile_stats=result.compile_stats,
                 )
             t *= _noise(self.noise, secret_seed, submission_id, s)
             sol = self._sol(s)
@@ -449,7 +468,15 @@ class SimulatedBackend:
         if flagged:
             reason += f"; {flagged} shape(s) flagged faster than speed of light"
         return self._report(
-            "evaluate", Outcome.PASSED, reason, prov, checks, service_s, score_us=round(score, 4), shapes=shapes
+            "evaluate",
+            Outcome.PASSED,
+            reason,
+            prov,
+            checks,
+            service_s,
+            score_us=round(score, 4),
+            shapes=shapes,
+            compile_stats=result.compile_stats,
         )
 
     def _failed_duration(self, outcome: Outcome) -> float:

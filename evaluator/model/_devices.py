@@ -34,6 +34,8 @@ class DeviceSpec(msgspec.Struct, frozen=True):
     launch_us: float  # per kernel launch, host-to-completion floor
     fp8_full_precision_acc: bool  # MI300X accumulates fp8 MFMA in fp32; Hopper wgmma does not
     vendor: Literal["amd", "nvidia"] = "nvidia"  # whose techniques apply (knowledge's catalogue per vendor)
+    # The architecture Triton compiles for: what the simulated backend's compile statistics are of.
+    arch: str = "sm_90"
 
 
 _H200 = DeviceSpec(
@@ -82,6 +84,7 @@ DEVICES: dict[str, DeviceSpec] = {
         launch_us=4.0,
         fp8_full_precision_acc=True,
         vendor="amd",
+        arch="gfx942",
     ),
     "h200": _H200,
     # The same Hopper chip with less and slower HBM and a smaller L2.

@@ -391,6 +391,7 @@ def capture_launches(
     torch_ops: list[TorchOp] | None,
     choose: Callable[[list[list[Launch]]], int] | None = None,
     execute: bool = False,
+    calls: dict[int, tuple[Launch, object, tuple[object, ...], dict[str, Any]]] | None = None,
 ) -> Iterator[None]:
     """Intercept Triton launches (and torch work, when ``torch_ops`` is a list).
 
@@ -398,6 +399,9 @@ def capture_launches(
     launches and ``choose`` picks the one that would win (by the timing model); with
     ``execute=True`` (the correctness run) launches run and an autotuner uses its first config,
     since benchmarking configs under the interpreter would cost seconds and measure nothing real.
+    ``calls``, when given, keeps each launch's call by ``id(launch)`` (the launch, the kernel
+    object, its arguments and keywords), for compiling the kernels ahead of time
+    (``_compile_stats``).
     """
     from triton.runtime import autotuner, interpreter, jit
 
@@ -411,7 +415,10 @@ def capture_launches(
         ) -> object:
             if warmup:
                 return original(self, *args, grid=grid, warmup=warmup, **kwargs)
-            launches.append(_record_launch(self, args, grid, kwargs))
+            launch = _record_launch(self, args, grid, kwargs)
+            launches.append(launch)
+            if calls is not None:
+                calls[id(launch)] = (launch, self, args, dict(kwargs))
             if execute:
                 return original(self, *args, grid=grid, warmup=warmup, **kwargs)
             return None

@@ -17,7 +17,9 @@ space (CPU only: RLIMIT_AS would break CUDA), then:
    NaN) under the Triton CPU interpreter, confirms the inputs were not written, and keeps the
    output as plain values and raw bytes (``_values``);
 4. (evaluate only) calls ``custom_kernel`` on each ranked shape's meta inputs with launches
-   captured instead of run (``_capture``);
+   captured instead of run (``_capture``), and, when the backend asks for compile statistics,
+   compiles the captured launches' kernels for the simulated device's architecture once the
+   checks are done (``_compile_stats``);
 5. writes one msgpack ``ChildResult`` to ``.result`` and exits with ``os._exit``.
 
 The verdict is not computed here: the parent regenerates the inputs, runs the reference and judges
@@ -30,6 +32,7 @@ import contextlib
 import os
 import resource
 import sys
+import time
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,10 +40,16 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-from kernel_scientist.blackboard.records import Shape
+from kernel_scientist.blackboard.records import CompileStats, Shape
 from kernel_scientist.evaluator._task import task_flops
 from kernel_scientist.evaluator._wire import Capture, CheckOutput, ChildRequest, ChildResult, Launch, TorchOp
 from kernel_scientist.evaluator.sandbox._capture import capture_launches, heavy_op_verdict
+from kernel_scientist.evaluator.sandbox._compile_stats import (
+    LaunchCall,
+    compiled_stats,
+    limits_of,
+    remember_language,
+)
 from kernel_scientist.evaluator.sandbox._rundir import (
     Kernel,
     generate_input,
@@ -78,6 +87,7 @@ def preload() -> None:
 
     with FakeTensorMode():
         torch.randn((4, 4), dtype=torch.bfloat16).to(torch.float8_e4m3fn).T.contiguous()
+    remember_language()  # before any candidate's kernel runs under the interpreter (_compile_stats)
 
 
 # The task's reference module per files: list, imported by the fork server before it forks (trusted
@@ -241,6 +251,7 @@ def _as_device_tensors(torch: Any) -> None:
 def _work(req: ChildRequest, workdir: Path) -> ChildResult:
     import torch
 
+    began = time.monotonic()
     torch.set_num_threads(1)
     phase = _Phase("input generation")
     ref = _reference(req.modules)
@@ -274,8 +285,9 @@ def _work(req: ChildRequest, workdir: Path) -> ChildResult:
                 return probed
             unrecordable = probed
         captures: list[Capture] = []
+        calls: dict[int, LaunchCall] | None = {} if req.compile_cache else None
         if req.mode == "evaluate":
-            captures = _capture_ranked(fn, bench_in, req.device, unrecordable, phase)
+            captures = _capture_ranked(fn, bench_in, req.device, unrecordable, phase, calls)
             if probe is not None:  # re-check after capture: correct during the checks, wrong later is caught
                 shape, data = checks_in[recheck_index(req.check)]
                 phase.now = f"the re-check on {shape.label()} after launch capture"
@@ -283,7 +295,8 @@ def _work(req: ChildRequest, workdir: Path) -> ChildResult:
                 if isinstance(got, ChildResult):
                     return got
                 checks.append(got)
-        return ChildResult("ok", checks=checks, captures=captures)
+        stats = _compile_stats(req, captures, calls, req.compile_by_s - (time.monotonic() - began))
+        return ChildResult("ok", checks=checks, captures=captures, compile_stats=stats)
     except BaseException as exc:  # the candidate may raise anything, SystemExit included
         return _classify(exc, phase.now)
 
@@ -340,11 +353,36 @@ def _plan_difference(meta: list[_Plan], checked: list[_Plan]) -> str:
     )
 
 
+def _compile_stats(
+    req: ChildRequest, captures: list[Capture], calls: dict[int, LaunchCall] | None, seconds: float
+) -> list[CompileStats]:
+    """The timed launches' kernels compiled for the simulated device (``_compile_stats``), after
+    the verdict's work is done: whatever happens here (the candidate's compile-time code
+    included) leaves the checks and captures as they were."""
+    if calls is None or seconds <= 0:
+        return []
+    from kernel_scientist.evaluator.model import DEVICES
+
+    spec = DEVICES[req.device]
+    chosen = [c for cap in captures for x in cap.launches if (c := calls.get(id(x))) is not None and c[0] is x]
+    limits = limits_of(spec.vendor, spec.lanes, spec.reg_file_kb, spec.max_waves_per_unit, spec.smem_kb)
+    try:
+        return compiled_stats(chosen, spec.arch, req.compile_cache, limits, seconds)
+    except BaseException:  # noqa: BLE001 - statistics are evidence, never a reason to fail
+        return []
+
+
 def _capture_ranked(
-    fn: Kernel, bench_in: list[tuple[Shape, object]], device_name: str, unrecordable: str | None, phase: _Phase
+    fn: Kernel,
+    bench_in: list[tuple[Shape, object]],
+    device_name: str,
+    unrecordable: str | None,
+    phase: _Phase,
+    calls: dict[int, LaunchCall] | None = None,
 ) -> list[Capture]:
     """Each ranked shape's launches, recorded on meta inputs for the timing model (autotuned
-    kernels take the config the model ranks fastest, as a real autotuner would)."""
+    kernels take the config the model ranks fastest, as a real autotuner would); with
+    ``calls``, each launch's call is kept too (``capture_launches``)."""
     from kernel_scientist.evaluator.model import DEVICES, launches_time_us
 
     device = DEVICES[device_name]
@@ -361,7 +399,7 @@ def _capture_ranked(
             return min(range(len(opts)), key=lambda i: launches_time_us(opts[i], s, device))
 
         try:
-            with _platform(device), capture_launches(launches, ops, choose=fastest):
+            with _platform(device), capture_launches(launches, ops, choose=fastest, calls=calls):
                 fn(data)
         except (NotImplementedError, RuntimeError) as exc:
             if not _no_meta_kernel(exc):

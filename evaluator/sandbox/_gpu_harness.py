@@ -22,6 +22,8 @@ The protocol, per the public harness hardened against docs/evaluator-attacks.md:
   before every timed call fresh inputs (seed + 13 i), a NaN-filled output and an L2 flush (a write
   of twice the L2 size); around it device events and, between device-wide synchronizes, the host
   clock; after it a full re-check. The first failure ends the run.
+- after the last call, whatever the outcome: the compile statistics of every Triton kernel the
+  process loaded (``_compile_stats.loaded_stats``), read from Triton's caches, not the GPU.
 The raw samples go back; statistics, the speed-of-light floor and the score are computed by the
 parent. A CUDA error ends this process: the next candidate gets a fresh one.
 """
@@ -37,6 +39,7 @@ from pathlib import Path
 from types import ModuleType
 
 import msgspec
+from kernel_scientist.blackboard.records import CompileStats
 from kernel_scientist.evaluator._wire import PREPARE, PREPARED, GpuRequest, GpuResult, GpuStatus
 from kernel_scientist.evaluator.sandbox._calls import (
     Rejected,
@@ -45,6 +48,7 @@ from kernel_scientist.evaluator.sandbox._calls import (
     time_shape,
     toolchain_versions,
 )
+from kernel_scientist.evaluator.sandbox._compile_stats import device_limits, loaded_stats
 from kernel_scientist.evaluator.sandbox._lifetime import die_with_parent
 from kernel_scientist.evaluator.sandbox._prepare import dry_pass
 from kernel_scientist.evaluator.sandbox._rundir import (
@@ -62,7 +66,18 @@ def run(req: GpuRequest, phases: dict[str, float] | None = None, ref: ModuleType
     began = time.perf_counter()
     result = _run(req, phases, ref)
     phases.setdefault("setup_s", time.perf_counter() - began)
-    return msgspec.structs.replace(result, phases={k: round(v, 3) for k, v in phases.items()})
+    return msgspec.structs.replace(
+        result, phases={k: round(v, 3) for k, v in phases.items()}, compile_stats=_compile_stats(req, result.device)
+    )
+
+
+def _compile_stats(req: GpuRequest, device: str) -> list[CompileStats]:
+    """What the driver loaded for every Triton kernel that ran, read after the last timed call
+    (the task's own modules' kernels left out); empty in CPU mode, where the interpreter
+    compiles nothing."""
+    if req.device != "cuda":
+        return []
+    return loaded_stats(f"loaded by the driver on {device or 'the GPU'}", device_limits(), req.modules.values())
 
 
 def _run(req: GpuRequest, phases: dict[str, float], ref: ModuleType | None = None) -> GpuResult:
