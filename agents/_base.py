@@ -91,6 +91,7 @@ class Agent:
         self.retired_why = ""
         self._failures = 0
         self._pause_due = 0.0  # campaign seconds to wait before the next question (module note)
+        self.failed_why = ""  # why the latest brain step failed, for the record of what came of it
 
     async def ask(self, step: str, call: Callable[[View], Awaitable[Answer]], view: View) -> Answer | None:
         """Ask the brain; a failed step is recorded as a warning and returns None.
@@ -102,9 +103,11 @@ class Agent:
         try:
             answer = await call(view)
         except BudgetExhausted as exc:
+            self.failed_why = str(exc)
             self._retire("warning", f"{step}: {exc}; no more LLM work from {self.name}")
             return None
         except BrainUnavailable as exc:
+            self.failed_why = str(exc)
             self._retire(
                 "error",
                 f"{step} failed: {exc}; waiting will not fix this, so {self.name} stops "
@@ -112,6 +115,7 @@ class Agent:
             )
             return None
         except BrainError as exc:
+            self.failed_why = str(exc)
             self._failures += 1
             self.say("warning", f"{step} failed: {exc}")
             if self._failures >= PAUSE_AFTER:
@@ -144,6 +148,14 @@ class Agent:
     @property
     def board(self) -> Blackboard:
         return self.ctx.board
+
+    @property
+    def asks_a_model(self) -> bool:
+        """Whether the brain is a language model (or its replay), whose every question costs a
+        call: then no question is asked whose answer the program already knows, and a plan gone
+        stale is dropped before it is written. The offline brain's questions cost nothing, and its
+        campaigns (docs/results.md) keep the behaviour they were measured with."""
+        return self.ctx.scenario.agents.brain != "offline"
 
     def now(self) -> float:
         return self.ctx.clock.now()

@@ -8,11 +8,23 @@ names it; without one they say plainly "speed of light".
 
 from __future__ import annotations
 
-from kernel_scientist.blackboard import Blackboard, EvalReport, Evaluation, Kernel, ShapeResult, metrics
+from kernel_scientist.blackboard import (
+    Blackboard,
+    EvalReport,
+    Evaluation,
+    HypothesisState,
+    Kernel,
+    KernelState,
+    ShapeResult,
+    SubmissionState,
+    metrics,
+)
 from kernel_scientist.evaluator import Task
 from kernel_scientist.evaluator.model import report_host_floor_us
 
-from .brain import KernelView
+from .brain import FailureView, KernelView, PendingView
+
+FAILURES_SHOWN = 6  # the latest failed or sent-back kernels a selector or designer is shown
 
 
 def kernel_view(board: Blackboard, kernel: Kernel, task: Task | None = None) -> KernelView:
@@ -28,7 +40,73 @@ def kernel_view(board: Blackboard, kernel: Kernel, task: Task | None = None) -> 
         score_us=report.score_us if report else None,
         shape_us=[s.time_us for s in report.shapes] if report else [],
         shape_notes=[shape_note(s, basis, floor) for s in report.shapes] if report else [],
+        deviations=kernel.deviations,
     )
+
+
+def pending_trials(board: Blackboard) -> list[PendingView]:
+    """Every chosen plan with no result yet, and where it stands: waiting for an engineer, being
+    written, in review, queued (its place in the evaluator's order) or being evaluated."""
+    queue = [s.kernel_id for s in board.submissions(SubmissionState.QUEUED)]  # in lease order
+    out = []
+    for hyp in board.hypotheses(HypothesisState.CHOSEN, HypothesisState.CLAIMED, HypothesisState.IMPLEMENTED):
+        if hyp.state == HypothesisState.CHOSEN:
+            stage = "waiting for an engineer"
+        elif hyp.state == HypothesisState.CLAIMED:
+            stage = f"being written by {hyp.lease_owner or 'an engineer'}"
+        else:
+            assert hyp.kernel_id is not None, f"H{hyp.id} is implemented without a kernel"
+            state = board.kernel(hyp.kernel_id).state
+            if state in (KernelState.DRAFT, KernelState.REVIEWED):
+                stage = f"kernel {hyp.kernel_id} in review"
+            elif state == KernelState.QUEUED and hyp.kernel_id in queue:
+                stage = f"kernel {hyp.kernel_id} queued, {queue.index(hyp.kernel_id) + 1} of {len(queue)} in line"
+            elif state == KernelState.EVALUATING:
+                stage = f"kernel {hyp.kernel_id} being evaluated"
+            else:  # evaluated, failed or sent back: it has its result
+                continue
+        out.append(
+            PendingView(
+                hypothesis_id=hyp.id,
+                base_id=hyp.base_id,
+                label=hyp.label or hyp.technique,
+                stage=stage,
+                plan=hyp.plan,
+                min_uplift=hyp.min_uplift,
+                max_uplift=hyp.max_uplift,
+            )
+        )
+    return out
+
+
+def failures(board: Blackboard, limit: int = FAILURES_SHOWN) -> list[FailureView]:
+    """The latest ``limit`` kernels that failed their evaluation or were sent back in review,
+    oldest first, each with what it tried and the error text: the evaluator's reason (and the
+    first failing shape's error where it adds to it), or the review's reasons."""
+    out = []
+    for kernel in board.kernels(KernelState.FAILED, KernelState.REJECTED)[-limit:]:
+        hyp = board.hypothesis(kernel.hypothesis_id) if kernel.hypothesis_id else None
+        what = f"{hyp.label or hyp.technique} ({hyp.technique}, H{hyp.id})" if hyp else kernel.summary or kernel.author
+        ev = board.evaluation_for(kernel.id)
+        if ev is not None:
+            outcome, error = str(ev.report.outcome), ev.report.reason
+            shape = next((r for r in ev.report.shapes if r.error and r.error not in error), None)
+            if shape is not None:
+                error += f"\n{shape.shape.label()}: {shape.error}"
+        else:
+            reviews = [r for r in board.reviews(kernel.id) if not r.approved]
+            outcome = "sent back in review"
+            error = "; ".join(reviews[-1].reasons) if reviews else "no reason recorded"
+        out.append(
+            FailureView(
+                kernel_id=kernel.id,
+                parent_id=kernel.parent_id,
+                what=what,
+                outcome=outcome,
+                error=error,  # whole: a prompt trims it at line ends and says so
+            )
+        )
+    return out
 
 
 def shape_note(shape: ShapeResult, basis: metrics.SolBasis | None = None, host_floor_us: float | None = None) -> str:

@@ -2,7 +2,9 @@
 
 It digests every evaluation into a finding (what a technique did, overall and per shape group) and,
 whenever the pipeline has room and no selection is waiting, picks a base kernel to improve and a
-reference kernel to borrow from.
+reference kernel to borrow from. With a language model, a choice among one is not asked: when a
+single kernel is open (not exhausted), the program picks it, with as reference the kernel faster
+than it on the most shapes, and the selection's reason says it was chosen without the brain.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from anyio.abc import TaskStatus
 from kernel_scientist.blackboard import Evaluation, KernelState, SelectionState, Shape, metrics
 
 from ._base import Agent
-from ._views import bounds_summary, kernel_view
-from .brain import KernelView, SelectionView
+from ._views import bounds_summary, failures, kernel_view, pending_trials
+from .brain import Choice, KernelView, SelectionView
 
 
 class Archivist(Agent):
@@ -104,9 +106,18 @@ class Archivist(Agent):
         exhausted = self._exhausted()
         candidates = self._candidates()
         shapes = [s.label() for s in self.ctx.task.benchmarks] if self.ctx.task is not None else []
-        choice = await self.ask(
-            "selection", self.ctx.brain.select, SelectionView(kernels=candidates, exhausted=exhausted, shapes=shapes)
-        )
+        open_ = [k for k in candidates if k.id not in exhausted]
+        if self.asks_a_model and len(open_) == 1:
+            choice: Choice | None = _only(open_[0], candidates)
+        else:
+            view = SelectionView(
+                kernels=candidates,
+                exhausted=exhausted,
+                shapes=shapes,
+                pending=pending_trials(board),
+                failures=failures(board),
+            )
+            choice = await self.ask("selection", self.ctx.brain.select, view)
         if choice is None:
             return
         valid = {k.id for k in candidates}
@@ -125,6 +136,22 @@ class Archivist(Agent):
         times = f"; times simulated on {self.ctx.backend.spec.label}" if self.ctx.backend.simulated else ""
         text = f"selection {sel.id}: base kernel {sel.base_id}{ref} ({choice.reason}{times if ' us' in choice.reason else ''})"
         self.say("selection", text, kernel_id=sel.base_id)
+
+
+def _only(base: KernelView, candidates: list[KernelView]) -> Choice:
+    """The choice when one kernel is open: it, and as reference the candidate faster than it on
+    the most shapes (the earlier kernel on a tie), if any is faster anywhere."""
+    reference, wins = None, 0
+    for other in candidates:
+        if other.id == base.id:
+            continue
+        n = sum(1 for a, b in zip(other.shape_us, base.shape_us) if a is not None and b is not None and a < b)
+        if n > wins:
+            reference, wins = other, n
+    why = "the only kernel not exhausted, chosen without asking the brain"
+    if reference is not None:
+        why += f"; reference {reference.id} is faster on {wins} of {len(base.shape_us)} shapes"
+    return Choice(base_id=base.id, reference_id=reference.id if reference else None, reason=why)
 
 
 def _group(shape: Shape) -> str:

@@ -54,12 +54,38 @@ class KernelView(msgspec.Struct, frozen=True):
     score_us: float | None  # None: not evaluated or failed
     shape_us: list[float | None]  # per ranked shape, in the task's order
     shape_notes: list[str] = []  # per ranked shape where measured: "host-bound", "12% of SoL"
+    deviations: str = ""  # where its writer departed from the plan (Kernel.deviations)
+
+
+class PendingView(msgspec.Struct, frozen=True):
+    """A trial with no result yet: a chosen plan waiting for an engineer, being written, in
+    review, queued or being evaluated (``stage`` says which, in words)."""
+
+    hypothesis_id: int
+    base_id: int
+    label: str
+    stage: str
+    plan: str
+    min_uplift: float
+    max_uplift: float
+
+
+class FailureView(msgspec.Struct, frozen=True):
+    """A kernel that failed its evaluation or was sent back in review, with the error text."""
+
+    kernel_id: int
+    parent_id: int | None
+    what: str  # the plan's label and technique, or the kernel's summary
+    outcome: str  # an evaluation's Outcome, or "sent back in review"
+    error: str  # the evaluator's reason (and a failing shape's error), or the review's reasons
 
 
 class SelectionView(msgspec.Struct, frozen=True):
     kernels: list[KernelView]  # every evaluated kernel that passed
     exhausted: list[int]  # bases for which the theorist found nothing left to try
     shapes: list[str] = []  # the ranked shapes' labels (m x n x k), in shape_us order
+    pending: list[PendingView] = []
+    failures: list[FailureView] = []  # the latest failed or sent-back kernels
 
 
 class TrialView(msgspec.Struct, frozen=True):
@@ -70,6 +96,7 @@ class TrialView(msgspec.Struct, frozen=True):
     label: str
     observed_uplift: float | None  # None: failed, rejected or not yet evaluated
     verdict: str
+    note: str = ""  # why an abandoned plan has no kernel (Hypothesis.why_abandoned)
 
 
 class DesignView(msgspec.Struct, frozen=True):
@@ -84,6 +111,10 @@ class DesignView(msgspec.Struct, frozen=True):
     plans: int
     choose: int
     noise: float = 0.0  # the evaluator's timing noise (lognormal sigma): how sharp a prediction can be
+    parent: KernelView | None = None  # the base's parent: per-shape change of the base against it
+    shapes: list[str] = []  # the ranked shapes' labels, in shape_us order
+    pending: list[PendingView] = []
+    failures: list[FailureView] = []
 
 
 class ImplementView(msgspec.Struct, frozen=True):
@@ -106,6 +137,9 @@ class ReviewView(msgspec.Struct, frozen=True):
     innovation: float
     static_findings: list[RuleFinding]
     prescreen: Prescreen | None  # None when not run
+    deviations: str = ""  # where the writer departed from the plan, in its words
+    queued: list[float] = []  # expected values of the kernels already waiting for the evaluator
+    evaluations_left: int | None = None  # starts the rate limit allows before the deadline
 
 
 class Prescreen(msgspec.Struct, frozen=True):
@@ -138,18 +172,22 @@ class Plan(msgspec.Struct, frozen=True):
     min_uplift: float
     max_uplift: float
     innovation: float
+    # Whether the plan borrows from the selection's reference kernel: only then is the reference
+    # sent to its writer (a plan that does not use it costs no tokens for it).
+    uses_reference: bool = True
 
 
 class Design(msgspec.Struct, frozen=True):
     avenues: list[str]
     plans: list[Plan]
-    chosen: list[int]  # indices into plans
+    chosen: list[int]  # indices into plans, the first to run first
     why: list[str]  # one reason per chosen plan
 
 
 class Draft(msgspec.Struct, frozen=True):
     source: str
     summary: str
+    deviations: str = ""  # where the writer departed from the plan in detail, and why ("" = none)
 
 
 class Critique(msgspec.Struct, frozen=True):

@@ -84,17 +84,27 @@ class Critic(Agent):
             innovation=hyp.innovation if hyp else 0.0,
             static_findings=findings,
             prescreen=prescreen,
+            deviations=kernel.deviations,
+            queued=[
+                s.expected_value for s in board.submissions(SubmissionState.QUEUED) if s.expected_value < SEED_PRIORITY
+            ],
+            evaluations_left=self._starts_left(),
         )
         critique = await self.ask(f"review of kernel {kernel.id}", self.ctx.brain.review, view)
         if critique is None:  # no review: a candidate is sent back; the seed (the baseline
             # everything is measured against) is judged by the rules and the pre-screen alone
             critique = Critique(
-                approve=hyp is None, reasons=["the review failed (see the warning above)"], expected_value=0.0
+                approve=hyp is None, reasons=[f"the review failed: {self.failed_why}"], expected_value=0.0
             )
         approve, reasons, value = critique.approve, list(critique.reasons), critique.expected_value
         if twins:  # evaluations are scarce: never spend one on a kernel already queued or measured
             approve, reasons = False, [f"identical to kernel {twins[0].id}"]
         if rejected or (prescreen is not None and not prescreen.passed):
+            if approve:  # the brain approved: the record says what overruled it
+                overruled = [f.text() for f in findings if f.rejects]
+                if prescreen is not None and not prescreen.passed:
+                    overruled.append(f"CPU pre-screen failed: {prescreen.text()}")
+                reasons = overruled + reasons
             approve = False  # the rules and the pre-screen bind whatever the brain thinks
         if hyp is None and approve:
             value = SEED_PRIORITY
@@ -128,6 +138,18 @@ class Critic(Agent):
                 kernel_id=kernel.id,
                 hypothesis_id=kernel.hypothesis_id,
             )
+
+    def _starts_left(self) -> int | None:
+        """How many more evaluations the rate limit lets start before the deadline (None: no
+        deadline). An upper bound: an evaluation that outlasts the spacing delays the next."""
+        clock = self.ctx.clock
+        if clock.deadline == float("inf"):
+            return None
+        campaign = self.board.campaign()
+        now = self.now()
+        left = clock.deadline - now - metrics.headroom_s(campaign, self.board.evaluation_starts(), now)
+        spacing = 3600.0 / metrics.limits_at(campaign, now).rate_per_hour
+        return 0 if left < 0 else int(left // spacing) + 1
 
     # ---- after: verdict -----------------------------------------------------------------
     def _unjudged(self) -> list[Hypothesis]:

@@ -2,9 +2,14 @@
 
 For each open selection it asks its brain for avenues (the paper: 10), written plans (5) each with
 a rubric of changes, a predicted minimum and maximum uplift and an innovation score, and the ones
-to run (3: the most innovative, the highest maximum, the highest minimum). All plans are recorded
-as hypotheses; the chosen ones wait for an engineer. A design with no plans marks the base
-exhausted (agents.brain, "Nothing left to try").
+to run (the paper: 3, the most innovative, the highest maximum, the highest minimum; a language
+model by default values each plan and the highest run, ``llm.choose_by``). All plans are recorded
+as hypotheses; the chosen ones wait for an engineer, the best first. A design with no plans marks
+the base exhausted (agents.brain, "Nothing left to try").
+
+No design without news. With a language model, a selection whose base still waits for every
+result of its last design is designed only once one of those results is in: a second design on the
+same evidence costs a call and plans twins of what is already in flight.
 """
 
 from __future__ import annotations
@@ -24,17 +29,23 @@ from kernel_scientist.blackboard import (
 
 from ._base import Agent
 from ._calibration import calibrate
-from ._views import kernel_view, observed_uplift
+from ._views import failures, kernel_view, observed_uplift, pending_trials
 from .brain import CalibratedRanges, DesignView, TrialView
 
 
 class Theorist(Agent):
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._told: set[int] = set()  # selections whose wait for results was said
+
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         with anyio.move_on_at(self.ctx.clock.to_loop(self.ctx.clock.deadline)):
             while True:
                 if self._open() is None or self.retired:
                     await self.board.wait_change("selection")
+                    continue
+                if self.asks_a_model and await self._waited():
                     continue
                 await self.think(self.ctx.scenario.agents.latency.theorist)
                 sel = self._open()  # still open: only the theorist closes a selection
@@ -43,6 +54,43 @@ class Theorist(Agent):
 
     def _open(self) -> Selection | None:
         return next((s for s in self.board.selections() if s.state == SelectionState.OPEN), None)
+
+    async def _waited(self) -> bool:
+        """Wait (and say so, once per selection) while the open selection's base has no result
+        from its last design (module note); False when the design may go ahead."""
+        await self.act()
+        sel = self._open()
+        if sel is None:
+            return True
+        unanswered = self._unanswered(sel.base_id)
+        if not unanswered:
+            return False
+        if sel.id not in self._told:
+            self._told.add(sel.id)
+            ids = ", ".join(f"H{h.id}" for h in unanswered)
+            self.say(
+                "info",
+                f"selection {sel.id}: no result yet from the last plans on kernel {sel.base_id} ({ids}); "
+                "the design waits for one (no question to the brain before)",
+                kernel_id=sel.base_id,
+            )
+        await self.board.wait_change("hypothesis", "selection")
+        return True
+
+    def _unanswered(self, base_id: int) -> list[Hypothesis]:
+        """The chosen plans of the latest design on ``base_id`` when none has a result yet (a
+        verdict, or abandoned); empty when one has, or when the base has no design."""
+        designed = [
+            s.id for s in self.board.selections() if s.base_id == base_id and s.state == SelectionState.DESIGNED
+        ]
+        if not designed:
+            return []
+        chosen = [
+            h for h in self.board.hypotheses() if h.selection_id == designed[-1] and h.state != HypothesisState.PROPOSED
+        ]
+        if any(h.state == HypothesisState.ABANDONED or h.verdict != Verdict.PENDING for h in chosen):
+            return []
+        return chosen
 
     def trials(self) -> list[TrialView]:
         board = self.board
@@ -53,13 +101,15 @@ class Theorist(Agent):
             base_ev = board.evaluation_for(hyp.base_id)
             new_ev = board.evaluation_for(hyp.kernel_id) if hyp.kernel_id else None
             observed = observed_uplift(base_ev, new_ev)
+            abandoned = hyp.state == HypothesisState.ABANDONED
             out.append(
                 TrialView(
                     base_id=hyp.base_id,
                     technique=hyp.technique,
                     label=hyp.label,
                     observed_uplift=observed,
-                    verdict=hyp.verdict,
+                    verdict="abandoned" if abandoned else hyp.verdict,
+                    note=hyp.why_abandoned if abandoned else "",
                 )
             )
         # Trials measured by the user's earlier campaigns (run --learn-from): evidence about a
@@ -76,6 +126,8 @@ class Theorist(Agent):
         cfg = self.ctx.scenario.agents
         base = board.kernel(sel.base_id)
         ref = board.kernel(sel.reference_id) if sel.reference_id else None
+        parent = board.kernel(base.parent_id) if base.parent_id else None
+        task = self.ctx.task
         view = DesignView(
             base=kernel_view(board, base, self.ctx.task),
             base_source=base.source,
@@ -88,6 +140,10 @@ class Theorist(Agent):
             plans=cfg.plans,
             choose=cfg.choose,
             noise=self.ctx.scenario.evaluator.noise,
+            parent=kernel_view(board, parent, task) if parent else None,
+            shapes=[s.label() for s in task.benchmarks] if task is not None else [],
+            pending=pending_trials(board),
+            failures=failures(board),
         )
         design = await self.ask(f"design for selection {sel.id}", self.ctx.brain.design, view)
         if design is None:  # the selection stays open: the next attempt comes after a think
@@ -96,7 +152,11 @@ class Theorist(Agent):
         drafts = []
         brain = self.ctx.brain
         calibrated = isinstance(brain, CalibratedRanges) and brain.calibrates
-        for i, plan in enumerate(design.plans):
+        order = list(range(len(design.plans)))
+        if self.asks_a_model:  # engineers take the oldest chosen plan first: the best gets the first id
+            order = [*design.chosen, *(i for i in order if i not in design.chosen)]
+        for i in order:
+            plan = design.plans[i]
             chosen = i in design.chosen
             if not calibrated:
                 lo, hi = calibrate(
@@ -108,7 +168,8 @@ class Theorist(Agent):
                     id=0,
                     selection_id=sel.id,
                     base_id=sel.base_id,
-                    reference_id=sel.reference_id,
+                    # Only a plan that borrows from the reference has its writer shown it.
+                    reference_id=sel.reference_id if plan.uses_reference else None,
                     avenue=plan.plan,
                     label=plan.label,
                     technique=plan.technique,

@@ -254,8 +254,10 @@ class Blackboard:
         parent_id: int | None = None,
         reference_id: int | None = None,
         hypothesis_id: int | None = None,
+        deviations: str = "",
     ) -> Kernel:
-        """Record a kernel; with ``hypothesis_id`` the hypothesis is marked implemented atomically."""
+        """Record a kernel; with ``hypothesis_id`` the hypothesis is marked implemented atomically.
+        ``deviations``: where the writer departed from the plan, in its words (``Kernel.deviations``)."""
         draft = Kernel(
             id=0,
             # who wrote it and when, what it is, what it came from
@@ -268,6 +270,7 @@ class Blackboard:
             parent_id=parent_id,
             reference_id=reference_id,
             hypothesis_id=hypothesis_id,
+            deviations=deviations,
         )
         with _db.write(self._conn):
             kernel = self._insert_tx(draft)
@@ -358,6 +361,7 @@ class Blackboard:
         kernel_id: int | None | UnsetType = UNSET,
         lease_owner: str | None | UnsetType = UNSET,
         lease_until: float | None | UnsetType = UNSET,
+        why_abandoned: str | UnsetType = UNSET,
     ) -> Hypothesis:
         """Change the fields given (a field left out keeps its value; None is a value: a lease
         handed back has no owner); with ``expect``, only from one of those states."""
@@ -373,6 +377,7 @@ class Blackboard:
                 kernel_id=_given(kernel_id, hyp.kernel_id),
                 lease_owner=_given(lease_owner, hyp.lease_owner),
                 lease_until=_given(lease_until, hyp.lease_until),
+                why_abandoned=_given(why_abandoned, hyp.why_abandoned),
             )
         self._notify("hypothesis")
         return hyp

@@ -18,6 +18,7 @@ from .records import LLMRole
 
 Positive = Annotated[float, msgspec.Meta(gt=0)]
 Count = Annotated[int, msgspec.Meta(ge=1, le=64)]  # plans, avenues, queue lengths
+ChooseBy = Literal["expected_value", "paper"]  # how a language model's plans are picked (llm.choose_by)
 
 
 class ScenarioError(Exception):
@@ -114,6 +115,10 @@ class LLMConfig(_Strict, frozen=True):
     source_chars: Annotated[int, msgspec.Meta(ge=200)] = 24_000  # per kernel source in a prompt
     text_chars: Annotated[int, msgspec.Meta(ge=100)] = 2_000  # per evaluator output / error text
     knowledge_passages: Annotated[int, msgspec.Meta(ge=0, le=50)] = 6
+    # How the designer picks the plans that run: "expected_value" (each plan valued, with its
+    # reason; the highest run) or "paper" (the most innovative, the highest maximum and the
+    # highest minimum uplift: the paper's rule, mechanical and steerable by self-given scores).
+    choose_by: ChooseBy = "expected_value"
     # brain = "replay": the blackboard whose exchanges are replayed (relative to the working directory,
     # like --db).
     replay_from: str = ""

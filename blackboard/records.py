@@ -61,7 +61,7 @@ class HypothesisState(enum.StrEnum):
     CHOSEN = "chosen"  # waiting for an engineer
     CLAIMED = "claimed"  # an engineer holds a lease on it
     IMPLEMENTED = "implemented"  # a kernel exists for it
-    ABANDONED = "abandoned"  # the engineer could not implement it
+    ABANDONED = "abandoned"  # not implemented: the engineer could not, or the plan went stale (why_abandoned)
 
 
 class Verdict(enum.StrEnum):
@@ -379,6 +379,9 @@ class Kernel(msgspec.Struct, frozen=True):
     reference_id: int | None = None
     hypothesis_id: int | None = None
     summary: str = ""
+    # Where the writer departed from its plan in detail, and why, in its own words ("" = none, or
+    # no plan): shown to the critic and the selector beside the summary.
+    deviations: str = ""
 
     def is_seed(self) -> bool:
         """The campaign's starting kernel (the user's submission), every speed-up's baseline."""
@@ -425,6 +428,7 @@ class Hypothesis(msgspec.Struct, frozen=True):
     kernel_id: int | None = None
     lease_owner: str | None = None
     lease_until: float | None = None
+    why_abandoned: str = ""  # why an abandoned plan has no kernel (the engineer's error, or why it went stale)
 
 
 class Review(msgspec.Struct, frozen=True):

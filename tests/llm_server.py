@@ -7,7 +7,8 @@ request whose number (1, 2, ... in arrival order) falls in one of its [first, la
 The fault ``hang`` accepts the request and never answers (``hanging`` is set once one does; the
 server's exit lets it go): a model that thinks for ever, for tests of stopping a campaign. With
 ``design_plans`` set, only that many designs have plans and every later one has none: a model with
-nothing left to try.
+nothing left to try. ``deviation`` is what the writer says under DEVIATIONS; with ``borrow`` each
+design's first plan borrows from the reference kernel.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ class Script:
     design_plans: int | None = None  # designs answered with plans (None: all); later ones have none
     designs: int = 0
     release: threading.Event = field(default_factory=threading.Event)  # set as the server exits
+    deviation: str = "none"  # what the writer puts under DEVIATIONS
+    borrow: bool = False  # every design's first plan borrows from the reference kernel
 
     def take(self, stage: str) -> str | None:
         with self.lock:
@@ -92,16 +95,20 @@ def answer(script: Script, stage: str, prompt: str) -> str:
         plans = []
         for j in range(3):
             name, value = VARIANTS[(start + j) % len(VARIANTS)]
+            borrow = script.borrow and j == 0
             plans.append(
                 {
                     "label": f"{name}={value}",
                     "technique": "tunable",
                     "params": {name: value},
-                    "plan": f"set {name} to {value}",
+                    "plan": f"set {name} to {value}" + (", as the reference kernel does" if borrow else ""),
+                    "uses_reference": borrow,
                     "changes": [f"{name} = {value}"],
                     "min_uplift": -0.05,
                     "max_uplift": 0.1 + 0.01 * j,
                     "innovation": 0.3,
+                    "expected_value": 0.02 + 0.01 * j,
+                    "why": f"{name} is cheap to try",
                 }
             )
         return (
@@ -120,7 +127,7 @@ def answer(script: Script, stage: str, prompt: str) -> str:
         params = json.loads(re.search(r"Plan \(.*?, (\{.*?\})\):", prompt).group(1))
         for name, value in params.items():
             base = re.sub(rf"(?m)^{name} = \d+", f"{name} = {value}", base)
-        return f"SUMMARY: set {params}\n```python\n{base}\n```\n"
+        return f"SUMMARY: set {params}\nDEVIATIONS: {script.deviation}\n```python\n{base}\n```\n"
     if stage == "review":
         return json.dumps({"approve": True, "reasons": ["plan followed"], "expected_value": 0.08})
     return "?"

@@ -43,7 +43,9 @@ def _run(tmp_path, name, url, *extra, key="sk-test"):
 
 def test_an_eight_hour_campaign_outlives_long_outages(tmp_path):
     with ScriptedServer() as server:
-        server.script.down = [(12, 21), (45, 51)]  # two stretches of 503s, each hours long in campaign time
+        # Two stretches of 503s, each hours long in campaign time: the first stops the archivist's
+        # selections, the second (from a design on) the theorist's designs.
+        server.script.down = [(12, 21), (42, 47)]
         db = _run(tmp_path, "outage", server.url)
     with open_existing(db) as board:
         calls = board.llm_calls()

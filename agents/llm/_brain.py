@@ -242,7 +242,7 @@ class LLMBrain:
         return await self._ask(
             "design",
             _prompts.design(view, self.service.cfg, self.service.task_kind),
-            lambda text: _wire.design(text, view),
+            lambda text: _wire.design(text, view, self.service.cfg.choose_by),
         )
 
     async def implement(self, view: brain.ImplementView) -> brain.Draft:

@@ -18,7 +18,7 @@ from kernel_scientist.blackboard.config import LLMConfig
 
 from kernel_scientist import knowledge
 
-from ..brain import DesignView, ImplementView, KernelView, ReviewView, SelectionView
+from ..brain import DesignView, FailureView, ImplementView, KernelView, PendingView, ReviewView, SelectionView
 from ._hygiene import fence, line
 
 _DIR = Path(__file__).parent / "prompts"
@@ -104,6 +104,11 @@ def _us(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f} us"
 
 
+def _t(value: float | None) -> str:
+    """A time in a table cell (the column says us)."""
+    return "n/a" if value is None else f"{value:.1f}"
+
+
 def _timings(k: KernelView) -> str:
     notes = k.shape_notes or [""] * len(k.shape_us)
     return (
@@ -112,21 +117,141 @@ def _timings(k: KernelView) -> str:
     )
 
 
+def _at(values: list[float | None], i: int) -> float | None:
+    return values[i] if i < len(values) else None
+
+
+def _cell(text: str, limit: int) -> str:
+    """Untrusted text in a table cell: one line, and no bar that would split the cell."""
+    return line(text, limit).replace("|", "/")
+
+
+def _label(shapes: list[str], i: int) -> str:
+    return shapes[i] if i < len(shapes) else f"shape {i + 1}"
+
+
+def shape_table(shapes: list[str], kernel: KernelView, parent: KernelView | None, reference: KernelView | None) -> str:
+    """Per ranked shape: the parent's time, the kernel's, the change between them (the one uplift:
+    parent / kernel - 1), the reference's and its change over the kernel, and where the kernel's
+    time goes (host-bound, distance from the speed of light)."""
+    if not kernel.shape_us:
+        return "(no per-shape timings)"
+    head = ["shape"]
+    if parent is not None:
+        head += [f"parent {parent.id} us", f"kernel {kernel.id} us", "change vs parent"]
+    else:
+        head += [f"kernel {kernel.id} us"]
+    if reference is not None:
+        head += [f"reference {reference.id} us", "reference vs kernel"]
+    head.append("notes")
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for i, t in enumerate(kernel.shape_us):
+        cells = [_label(shapes, i)]
+        if parent is not None:
+            old = _at(parent.shape_us, i)
+            cells += [_t(old), _t(t), metrics.uplift_text(metrics.uplift(old, t))]
+        else:
+            cells.append(_t(t))
+        if reference is not None:
+            ref = _at(reference.shape_us, i)
+            cells += [_t(ref), metrics.uplift_text(metrics.uplift(t, ref))]
+        notes = kernel.shape_notes[i] if i < len(kernel.shape_notes) else ""
+        cells.append(_cell(notes, 120) or "-")
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def _kernels_table(shapes: list[str], ranked: list[KernelView]) -> str:
+    """Every candidate's time per shape, and in brackets its change against its parent where the
+    parent is a candidate too (parent / kernel - 1)."""
+    width = max((len(k.shape_us) for k in ranked), default=0)
+    if not width:
+        return "(no per-shape timings)"
+    by_id = {k.id: k for k in ranked}
+    head = ["kernel", "parent", *(_label(shapes, i) for i in range(width))]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for k in ranked:
+        parent = by_id.get(k.parent_id) if k.parent_id is not None else None
+        cells = [str(k.id), str(k.parent_id) if k.parent_id is not None else "-"]
+        for i in range(width):
+            t = _at(k.shape_us, i)
+            change = metrics.uplift(_at(parent.shape_us, i), t) if parent is not None else None
+            cells.append(_t(t) + (f" ({metrics.uplift_text(change)})" if change is not None else ""))
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def _pending(pending: list[PendingView]) -> str:
+    if not pending:
+        return "none"
+    rows = ["| plan | base | variant | where it is | predicted | plan text |", "|---|---|---|---|---|---|"]
+    rows += [
+        f"| H{p.hypothesis_id} | {p.base_id} | {_cell(p.label, 120)} | {p.stage} | "
+        f"{metrics.predicted_range_text(p.min_uplift, p.max_uplift)} | {_cell(p.plan, 300)} |"
+        for p in pending
+    ]
+    return "\n".join(rows)
+
+
+def _failures(failures: list[FailureView], cfg: LLMConfig) -> str:
+    if not failures:
+        return "none"
+    return "\n".join(
+        f"- kernel {f.kernel_id} (from kernel {f.parent_id if f.parent_id is not None else '-'}; "
+        f"{line(f.what, 200)}): {f.outcome}\n" + fence(f.error, cfg.text_chars // 2)
+        for f in failures
+    )
+
+
+def _deviations(k: KernelView) -> str:
+    return f"; deviated from its plan: {line(k.deviations, 300)}" if k.deviations else ""
+
+
 def select(view: SelectionView, cfg: LLMConfig) -> str:
     ranked = sorted(view.kernels, key=lambda k: (k.score_us is None, k.score_us or 0.0, k.id))
     rows = [
         f"- kernel {k.id} (parent {k.parent_id if k.parent_id is not None else '-'}, "
-        f"by {line(k.author, 40)}): score {_us(k.score_us)}; shapes: {_timings(k)}; "
-        f"{line(k.summary, 200)}"
+        f"by {line(k.author, 40)}): score {_us(k.score_us)}; {line(k.summary, 300)}{_deviations(k)}"
         for k in ranked
     ]
+    best = ranked[0] if ranked else None
+    notes = (
+        f"Where kernel {best.id}'s time goes, per shape: "
+        + "; ".join(f"{_label(view.shapes, i)}: {n}" for i, n in enumerate(best.shape_notes) if n)
+        if best is not None and any(best.shape_notes)
+        else ""
+    )
     return template("select").substitute(
         shape_words=metrics.shape_words(view.shapes),
         shapes=", ".join(view.shapes) or "(not given)",
         kernels="\n".join(rows) or "(none)",
+        table=_kernels_table(view.shapes, ranked) + ("\n\n" + notes if notes else ""),
+        pending=_pending(view.pending),
+        failures=_failures(view.failures, cfg),
         exhausted=", ".join(map(str, view.exhausted)) or "none",
         ids=", ".join(str(k.id) for k in ranked),
     )
+
+
+# How the designer picks the plans that run (llm.choose_by): the step of its instructions, and
+# the fields its answer adds for it.
+_CHOOSE = {
+    "expected_value": (
+        "3. give every plan an expected value and the reason for it: the uplift you expect if it runs, "
+        "averaged over its chances (a kernel that fails its check or is slower counts as what it "
+        "is: -1.0 for a failure, the negative uplift for a slowdown), plus a small price for what "
+        "its result would teach. The $choose plans of highest expected value run, the highest "
+        "first; the others are recorded and not run.",
+        '"expected_value": <float>, "why": "<the reason for that value>"',
+        "",
+    ),
+    "paper": (
+        "3. choose $choose plans to run: the most innovative, the one with the highest maximum uplift "
+        "and the one with the highest minimum uplift (distinct plans when possible).",
+        "",
+        ',\n "chosen": [{"plan": <index into plans, from 0>, "why": "<reason>"}, ...]',
+    ),
+}
 
 
 def design(view: DesignView, cfg: LLMConfig, kind: str | None = None) -> str:
@@ -137,13 +262,15 @@ def design(view: DesignView, cfg: LLMConfig, kind: str | None = None) -> str:
     reference = "No reference kernel."
     if view.reference is not None and view.reference_source is not None:
         reference = (
-            f"Reference kernel {view.reference.id} (score {_us(view.reference.score_us)}; "
-            f"shapes: {_timings(view.reference)}):\n" + fence(view.reference_source, cfg.source_chars, "python")
+            f"Reference kernel {view.reference.id} (score {_us(view.reference.score_us)}; its per-shape times "
+            "are in the table above). A plan that borrows from it says so (uses_reference); only those "
+            "plans' writers are shown it:\n" + fence(view.reference_source, cfg.source_chars, "python")
         )
     trials = [
         f"- kernel {t.base_id}: {line(t.technique, 80)} ({line(t.label, 120)}): "
-        f"{metrics.uplift_text(t.observed_uplift)}, {t.verdict}"
+        f"{metrics.uplift_text(t.observed_uplift)}, {t.verdict}" + (f" ({line(t.note, 300)})" if t.note else "")
         for t in view.trials
+        if t.verdict != "pending"  # the pending ones have a table of their own
     ]
     query = " ".join(
         [
@@ -157,17 +284,29 @@ def design(view: DesignView, cfg: LLMConfig, kind: str | None = None) -> str:
     passages = knowledge.retrieve(query, view.findings, cfg.knowledge_passages, kind=kind)
     found = fence("\n".join(f"- {f}" for f in view.findings), cfg.text_chars * 4) if view.findings else "none yet"
     know = "\n\n".join(f"[{p.title}]\n" + fence(p.text, cfg.text_chars) for p in passages) or "none"
+    rule, plan_fields, chosen_field = _CHOOSE[cfg.choose_by]
+    against = (
+        f"against its parent, kernel {view.parent.id} (score {_us(view.parent.score_us)})"
+        if view.parent is not None
+        else "(it has no parent)"
+    )
     return template("design").substitute(
         avenues=view.avenues,
         plans=view.plans,
-        choose=view.choose,
+        choose_rule=Template(rule).substitute(choose=view.choose),
+        plan_fields=", " + plan_fields if plan_fields else "",
+        chosen_field=chosen_field,
         base_id=base.id,
         base_parent=base.parent_id if base.parent_id is not None else "-",
         base_score=_us(base.score_us),
-        base_timings=f"shape times: {_timings(base)}",
+        base_summary=line(base.summary, 300) + _deviations(base),
+        against=against,
+        base_timings=shape_table(view.shapes, base, view.parent, view.reference),
         base_source=fence(view.base_source, cfg.source_chars, "python"),
         reference=reference,
         trials="\n".join(trials) or "none yet",
+        pending=_pending(view.pending),
+        failures=_failures(view.failures, cfg),
         findings=found,
         knowledge=know,
     )
@@ -192,6 +331,22 @@ def implement(view: ImplementView, cfg: LLMConfig) -> str:
     )
 
 
+def _queue(view: ReviewView) -> str:
+    """Where an approval would stand: the values already waiting, and the starts left."""
+    waiting = sorted(view.queued, reverse=True)
+    text = (
+        f"{len(waiting)} kernel{'s' if len(waiting) != 1 else ''} waiting, with expected values "
+        + ", ".join(f"{v:+.3f}" for v in waiting[:12])
+        + (", ..." if len(waiting) > 12 else "")
+        if waiting
+        else "no kernel waiting"
+    )
+    if view.evaluations_left is not None:
+        n = view.evaluations_left
+        text += f"; at most {n} more evaluation{'s' if n != 1 else ''} can start before the campaign's deadline"
+    return text
+
+
 def review(view: ReviewView, cfg: LLMConfig) -> str:
     if view.base_source is not None:
         diff = "".join(
@@ -209,12 +364,14 @@ def review(view: ReviewView, cfg: LLMConfig) -> str:
     findings = "\n".join(f"- {f.text()}" for f in view.static_findings)
     return template("review").substitute(
         plan=line(view.plan or "(the seed kernel: no plan)", cfg.text_chars),
+        deviations=fence(view.deviations, cfg.text_chars) if view.deviations else "none stated",
         min_uplift=metrics.uplift_text(view.min_uplift),
         max_uplift=metrics.uplift_text(view.max_uplift),
         innovation=f"{view.innovation:.2f}",
         diff=fence(diff, cfg.source_chars, "diff"),
         findings=fence(findings, cfg.text_chars) if findings else "none",
         prescreen=fence(view.prescreen.text(), cfg.text_chars) if view.prescreen else "not run",
+        queue=_queue(view),
     )
 
 
