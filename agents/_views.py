@@ -19,6 +19,7 @@ from kernel_scientist.blackboard import (
     SubmissionState,
     metrics,
 )
+from kernel_scientist.blackboard.compile_stats import compile_stats_table
 from kernel_scientist.evaluator import Task
 from kernel_scientist.evaluator.model import report_host_floor_us
 
@@ -41,6 +42,7 @@ def kernel_view(board: Blackboard, kernel: Kernel, task: Task | None = None) -> 
         shape_us=[s.time_us for s in report.shapes] if report else [],
         shape_notes=[shape_note(s, basis, floor) for s in report.shapes] if report else [],
         deviations=kernel.deviations,
+        compile_stats=compile_stats_table(ev.report) if ev is not None else "",
     )
 
 

@@ -55,6 +55,7 @@ class KernelView(msgspec.Struct, frozen=True):
     shape_us: list[float | None]  # per ranked shape, in the task's order
     shape_notes: list[str] = []  # per ranked shape where measured: "host-bound", "12% of SoL"
     deviations: str = ""  # where its writer departed from the plan (Kernel.deviations)
+    compile_stats: str = ""  # its evaluation's compile statistics as a table (compile_stats_table); "" = none
 
 
 class PendingView(msgspec.Struct, frozen=True):

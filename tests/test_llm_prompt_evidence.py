@@ -105,6 +105,24 @@ def test_the_designer_sees_its_base_against_the_parent_shape_by_shape(campaign):
     assert checked >= 2
 
 
+def test_the_designer_sees_what_the_compiler_made_of_its_base(campaign):
+    """evaluator.compile_stats = "auto": with a language model the simulated MI300X's kernels are
+    compiled for gfx942 and the designer is shown the base's registers, spills and occupancy."""
+    db, _, _ = campaign
+    with open_existing(db) as board:
+        for call in _asks(board, "design"):
+            text = _prompt(call)
+            base = int(re.search(r"Base kernel (\d+) \(parent", text).group(1))
+            stats = board.evaluation_for(base).report.compile_stats
+            assert stats, f"kernel {base} has no compile statistics"
+            assert "Compile statistics (compiled for gfx942 by Triton's AMDGPU back end, not run on a device)" in text
+            for s in stats:
+                if not s.error:
+                    assert (
+                        f"| {s.kernel} | {s.settings or '-'} | {s.num_warps} | {s.num_stages} | {s.registers} |" in text
+                    )
+
+
 def test_pending_plans_and_failures_reach_the_selector_and_the_designer(campaign):
     db, _, _ = campaign
     with open_existing(db) as board:

@@ -302,6 +302,7 @@ def design(view: DesignView, cfg: LLMConfig, kind: str | None = None) -> str:
         base_summary=line(base.summary, 300) + _deviations(base),
         against=against,
         base_timings=shape_table(view.shapes, base, view.parent, view.reference),
+        base_compile=("\n" + fence(base.compile_stats, cfg.text_chars)) if base.compile_stats else "",
         base_source=fence(view.base_source, cfg.source_chars, "python"),
         reference=reference,
         trials="\n".join(trials) or "none yet",
