@@ -90,7 +90,11 @@ class Critic(Agent):
             ],
             evaluations_left=self._starts_left(),
         )
-        critique = await self.ask(f"review of kernel {kernel.id}", self.ctx.brain.review, view)
+        critique: Critique | None
+        if hyp is None and self.asks_a_model:  # the seed and its lowering run whatever a model thinks:
+            critique = Critique(approve=True, reasons=[], expected_value=SEED_PRIORITY)  # no call for them
+        else:
+            critique = await self.ask(f"review of kernel {kernel.id}", self.ctx.brain.review, view)
         if critique is None:  # no review: a candidate is sent back; the seed (the baseline
             # everything is measured against) is judged by the rules and the pre-screen alone
             critique = Critique(

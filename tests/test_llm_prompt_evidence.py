@@ -191,6 +191,9 @@ def test_plans_run_by_expected_value_the_best_first_and_the_critic_is_told_what_
 def test_no_choice_among_one_and_no_design_before_news(campaign):
     db, _, _ = campaign
     with open_existing(db) as board:
+        # The seed runs whatever a model would say of it: no review is asked for it.
+        assert board.reviews(1) and board.reviews(1)[0].approved
+        assert all("(the seed kernel: no plan)" not in _prompt(c) for c in board.llm_calls() if c.role == "review")
         selections = board.selections()
         asked = _asks(board, "select")
         messages = board.messages()
