@@ -143,4 +143,5 @@ ANY_KERNEL_SEEDS = {
     "inductor_reduction": (_ANY / "inductor_reduction", "submission.py"),
     "inductor_reduction_lowered": (_ANY / "inductor_reduction", "lowered.py"),
     "grayscale": (_ANY / "grayscale", "submission.py"),
+    "prefixscan_lowered": (_PROBLEMS / "prefixscan", "solutions/correct/inductor_cuda.py"),
 }

@@ -22,6 +22,7 @@ from kernel_scientist.knowledge.techniques.any_kernel.fallback import DropFallba
 from kernel_scientist.knowledge.techniques.any_kernel.fusion import FuseLaunches
 from kernel_scientist.knowledge.techniques.any_kernel.launch import BlockSize, LaunchStages, LaunchWarps
 from kernel_scientist.knowledge.techniques.any_kernel.rows import RowsPerProgram
+from kernel_scientist.knowledge.techniques.any_kernel.scan import BlockScan
 from kernel_scientist.knowledge.techniques.any_kernel.tuning import PerShapeTuning
 from kernel_scientist.knowledge.techniques.any_kernel.vector import ElementsPerThread
 from kernel_scientist.knowledge.techniques.compound import Compound
@@ -76,6 +77,7 @@ _CLASSES = (
     RowsPerProgram,
     DropFallback,
     FuseLaunches,
+    BlockScan,
     DirectLaunch,
 )
 # Plain retuning of one constant is tried alone (as compound's own list says for the GEMM tunables).

@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable, Iterator
-from typing import Literal, NamedTuple, TypeGuard
+from typing import ClassVar, Literal, NamedTuple, TypeGuard
 
 from kernel_scientist.knowledge._base import Technique, Variant
 from kernel_scientist.knowledge._regions import NotApplicable, has
@@ -42,7 +42,7 @@ class SyntaxTechnique(Technique):
     that carries the GEMM seed's regions (``refuse_gemm_regions``). ``variants`` offers none where
     it does not apply; ``detect``, ``forms`` and ``apply`` say why."""
 
-    kernels = ("any", "gemm")
+    kernels: ClassVar[tuple[str, ...]] = ("any", "gemm")
 
     def variants(self, source: str, reference: str | None = None) -> list[Variant]:
         try:
