@@ -113,7 +113,7 @@ class Critic(Agent):
         if hyp is None and approve:
             value = SEED_PRIORITY
             reasons = [
-                "the seed lowered by Inductor, queued beside the seed; static rules clean"
+                "the seed lowered by Inductor, queued first; static rules clean"
                 + ("; pre-screen passed" if prescreen is not None else "")
                 if lowered
                 else "the seed: every prediction's baseline, queued first; static rules clean"
