@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 import anyio
-from kernel_scientist.blackboard import Blackboard, HypothesisState, KernelState, Scenario, SubmissionState
+from kernel_scientist.blackboard import Blackboard, HypothesisState, KernelState, Scenario, SubmissionState, metrics
 from kernel_scientist.blackboard.records import MessageKind
 from kernel_scientist.evaluator import Backend, Task
 
@@ -180,6 +180,18 @@ class Agent:
         self.board.say(
             agent=self.name, kind=kind, text=text, at=self.now(), kernel_id=kernel_id, hypothesis_id=hypothesis_id
         )
+
+    def starts_left(self) -> int | None:
+        """How many more evaluations the rate limit lets start before the deadline (None: no
+        deadline). An upper bound: an evaluation that outlasts the spacing delays the next."""
+        clock = self.ctx.clock
+        if clock.deadline == float("inf"):
+            return None
+        campaign = self.board.campaign()
+        now = self.now()
+        left = clock.deadline - now - metrics.headroom_s(campaign, self.board.evaluation_starts(), now)
+        spacing = 3600.0 / metrics.limits_at(campaign, now).rate_per_hour
+        return 0 if left < 0 else int(left // spacing) + 1
 
     def pending(self) -> int:
         """Work waiting anywhere in the pipeline: the theorist's back-pressure signal."""

@@ -88,7 +88,7 @@ class Critic(Agent):
             queued=[
                 s.expected_value for s in board.submissions(SubmissionState.QUEUED) if s.expected_value < SEED_PRIORITY
             ],
-            evaluations_left=self._starts_left(),
+            evaluations_left=self.starts_left(),
         )
         critique: Critique | None
         if hyp is None and self.asks_a_model:  # the seed and its lowering run whatever a model thinks:
@@ -142,18 +142,6 @@ class Critic(Agent):
                 kernel_id=kernel.id,
                 hypothesis_id=kernel.hypothesis_id,
             )
-
-    def _starts_left(self) -> int | None:
-        """How many more evaluations the rate limit lets start before the deadline (None: no
-        deadline). An upper bound: an evaluation that outlasts the spacing delays the next."""
-        clock = self.ctx.clock
-        if clock.deadline == float("inf"):
-            return None
-        campaign = self.board.campaign()
-        now = self.now()
-        left = clock.deadline - now - metrics.headroom_s(campaign, self.board.evaluation_starts(), now)
-        spacing = 3600.0 / metrics.limits_at(campaign, now).rate_per_hour
-        return 0 if left < 0 else int(left // spacing) + 1
 
     # ---- after: verdict -----------------------------------------------------------------
     def _unjudged(self) -> list[Hypothesis]:

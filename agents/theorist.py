@@ -9,7 +9,9 @@ the base exhausted (agents.brain, "Nothing left to try").
 
 No design without news. With a language model, a selection whose base still waits for every
 result of its last design is designed only once one of those results is in: a second design on the
-same evidence costs a call and plans twins of what is already in flight.
+same evidence costs a call and plans twins of what is already in flight. Nor, with a language
+model, once the work waiting in the pipeline (plans, drafts, queued kernels) fills every
+evaluation that can still start before the deadline: a plan designed then could never run.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from kernel_scientist.blackboard import (
     HypothesisState,
     Selection,
     SelectionState,
+    SubmissionState,
     Verdict,
     metrics,
 )
@@ -37,6 +40,7 @@ class Theorist(Agent):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._told: set[int] = set()  # selections whose wait for results was said
+        self._full_said = False  # whether the wait for room before the deadline was said
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
@@ -45,7 +49,7 @@ class Theorist(Agent):
                 if self._open() is None or self.retired:
                     await self.board.wait_change("selection")
                     continue
-                if self.asks_a_model and await self._waited():
+                if self.asks_a_model and (await self._waited() or await self._full()):
                     continue
                 await self.think(self.ctx.scenario.agents.latency.theorist)
                 sel = self._open()  # still open: only the theorist closes a selection
@@ -75,6 +79,23 @@ class Theorist(Agent):
                 kernel_id=sel.base_id,
             )
         await self.board.wait_change("hypothesis", "selection")
+        return True
+
+    async def _full(self) -> bool:
+        """Wait (and say so, once) while the work waiting in the pipeline fills every evaluation
+        that can still start before the deadline (module note); False when a new plan could run."""
+        left = self.starts_left()
+        waiting = self.pending() - len(self.board.submissions(SubmissionState.LEASED))
+        if left is None or waiting < left:
+            return False
+        if not self._full_said:
+            self._full_said = True
+            self.say(
+                "info",
+                f"the {left} evaluation{'s' if left != 1 else ''} that can still start before the deadline "
+                f"{'are' if left != 1 else 'is'} taken by the {waiting} kernels and plans waiting; no new design",
+            )
+        await self.board.wait_change("hypothesis", "kernel", "submission", "evaluation")
         return True
 
     def _unanswered(self, base_id: int) -> list[Hypothesis]:

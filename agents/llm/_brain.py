@@ -87,7 +87,9 @@ class LLMService:
         # A local backend times on whatever GPU the machine has; the simulated one on its model.
         device = "the local GPU" if ev.backend == "local" else _prompts.DEVICE_WORDS.get(ev.device, ev.device)
         self.system = _prompts.system(
-            scenario.task_path().name, device, _prompts.evaluator_text(ev.backend, ev.device, ev.harness_device)
+            scenario.task_path().name,
+            device,
+            _prompts.evaluator_text(ev.backend, ev.device, ev.harness_device, ev.noise),
         )
         self.kind = scenario.agents.brain
         self.task_kind = _task_kind(scenario)

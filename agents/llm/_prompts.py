@@ -44,7 +44,7 @@ def system(problem: str = "amd-fp8-mm", device: str = "the AMD Instinct MI300X (
     return head + ("\n\n" + evaluator if evaluator else "")
 
 
-def evaluator_text(backend: str, device: str, harness_device: str = "cuda") -> str:
+def evaluator_text(backend: str, device: str, harness_device: str = "cuda", noise: float = 0.0) -> str:
     """What every stage needs to know of the evaluator: where the kernel runs and how a score is
     made, what is and is not timed, where the tensors live, the pre-screen's limits, the toolchain,
     and, for a simulated device, its public figures (a local or Ray GPU is not known here)."""
@@ -63,6 +63,13 @@ def evaluator_text(backend: str, device: str, harness_device: str = "cuda") -> s
             "PyTorch ops are modelled as library kernels. Tensors are CPU tensors that answer is_cuda "
             "as a GPU's would; torch.cuda is not available, so a query of device properties needs a "
             "fallback, and a branch on x.device.type would take the CPU side."
+            + (
+                f" Each shape's modelled time carries random noise of {noise:.0%} (one standard deviation, "
+                "drawn anew for every evaluation), so a difference of a few percent between two kernels "
+                "may be noise alone."
+                if noise > 0
+                else " The modelled times carry no noise."
+            )
         )
     elif harness_device == "cpu":
         how = (
@@ -75,7 +82,8 @@ def evaluator_text(backend: str, device: str, harness_device: str = "cuda") -> s
             "(compiling and autotuning happen there), then timed calls, each with fresh inputs, a "
             "NaN-filled output and an L2 flush before it, between two device-wide synchronizations: the "
             "host work of a call (Python, argument binding, every launch) is part of its time, so for "
-            "small shapes a launch costs as much as the kernel. Every timed call is re-checked."
+            "small shapes a launch costs as much as the kernel. Every timed call is re-checked. Two "
+            "timings of the same kernel can differ by several percent, most on the small, host-bound shapes."
         )
     score = (
         "A score is the folder's ranking (geometric mean unless it says otherwise) of the ranked "
@@ -329,6 +337,9 @@ def implement(view: ImplementView, cfg: LLMConfig) -> str:
         changes="\n".join(f"- {line(c, 300)}" for c in view.changes) or "- (none listed)",
         base_source=fence(view.base_source, cfg.source_chars, "python"),
         reference=reference,
+        regions=" Keep its `# region:` / `# endregion:` comment lines (other tools find their code by them)."
+        if "# region:" in view.base_source
+        else "",
     )
 
 
