@@ -19,7 +19,7 @@ from _support import ROOT, cli, fingerprint
 from kernel_scientist.blackboard import LOWERED_AUTHOR, metrics, open_existing
 
 FIXTURES = ROOT / "tests" / "fixtures_llm"
-CAMPAIGNS = ["grayscale_relay"]
+CAMPAIGNS = ["grayscale_relay", "fp8_relay"]
 
 
 def _unpacked(tmp, name):
