@@ -283,8 +283,8 @@ def _campaign(
     retuned: Sequence[str],
     lessons: Sequence[learn.Lesson],
 ) -> int:
-    """Say how the campaign starts (or resumes), then run the agents past the deadline until the work in flight has ended; returns the number of claims
-    a resume handed back."""
+    """Say how the campaign starts (or resumes), then run the agents past the deadline until the
+    work in flight has ended; returns the number of claims a resume handed back."""
     for listener in listeners:
         board.on_message(listener)
     released = 0
