@@ -121,4 +121,7 @@ def test_the_recorded_prompts_carry_what_each_stage_needs(grayscale):
     assert all("(the seed kernel: no plan)" not in r for r in reviews)
     with open_existing(recorded) as board:
         selections = board.selections()
+        full = [m.at for m in board.messages() if m.agent == "theorist" and "no new design" in m.text]
     assert len(_calls(recorded, "select")) <= len([s for s in selections if "without asking" not in s.reason])
+    # Once the waiting work filled every evaluation left before the deadline, no design was asked.
+    assert full and not [c for c in calls if c.role == "design" and c.at >= full[0]]
