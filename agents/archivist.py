@@ -17,7 +17,7 @@ from kernel_scientist.blackboard import Evaluation, KernelState, SelectionState,
 
 from ._base import Agent
 from ._views import bounds_summary, failures, kernel_view, pending_trials
-from .brain import Choice, KernelView, SelectionView
+from .brain import Choice, KernelView, SelectionView, faster_reference
 
 
 class Archivist(Agent):
@@ -141,16 +141,8 @@ class Archivist(Agent):
 def _only(base: KernelView, candidates: list[KernelView]) -> Choice:
     """The choice when one kernel is open: it, and as reference the candidate faster than it on
     the most shapes (the earlier kernel on a tie), if any is faster anywhere."""
-    reference, wins = None, 0
-    for other in candidates:
-        if other.id == base.id:
-            continue
-        n = sum(1 for a, b in zip(other.shape_us, base.shape_us) if a is not None and b is not None and a < b)
-        if n > wins:
-            reference, wins = other, n
-    why = "the only kernel not exhausted, chosen without asking the brain"
-    if reference is not None:
-        why += f"; reference {reference.id} is faster on {wins} of {len(base.shape_us)} shapes"
+    reference, borrowed = faster_reference(base, candidates)
+    why = "the only kernel not exhausted, chosen without asking the brain" + borrowed
     return Choice(base_id=base.id, reference_id=reference.id if reference else None, reason=why)
 
 

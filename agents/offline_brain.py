@@ -34,6 +34,7 @@ from .brain import (
     Plan,
     ReviewView,
     SelectionView,
+    faster_reference,
 )
 
 EXPLORE = 0.2  # probability that the selector picks a runner-up as base
@@ -59,15 +60,8 @@ class OfflineBrain:
         if len(fresh) > 1 and self.rng.random() < EXPLORE:
             base = self.rng.choice(fresh[1:4])
             why = f"exploring runner-up ({base.score_us:.1f} us, best is {fresh[0].score_us:.1f} us)"
-        reference, wins = None, 0
-        for other in ranked:
-            if other.id == base.id:
-                continue
-            n = sum(1 for a, b in zip(other.shape_us, base.shape_us) if a is not None and b is not None and a < b)
-            if n > wins:
-                reference, wins = other, n
-        if reference is not None:
-            why += f"; reference {reference.id} is faster on {wins} of {len(base.shape_us)} shapes"
+        reference, borrowed = faster_reference(base, ranked)
+        why += borrowed
         return Choice(base_id=base.id, reference_id=reference.id if reference else None, reason=why)
 
     # ---- theorist: avenues, plans, choice ------------------------------------------------
