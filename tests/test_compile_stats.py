@@ -74,6 +74,70 @@ def test_a_kernel_the_target_refuses_is_named_and_the_evaluation_stands():
     assert "- add_kernel (BLOCK=256) did not compile: KeyError" in compile_stats_table(report)
 
 
+# The add through a dot with the identity on 256 x 256 fp16 tiles: correct on the interpreter,
+# and its dot operand takes 128 KiB of shared memory per block: an H200's SM holds one such
+# block, an MI300X's CU (64 KiB of LDS) none.
+BIG_TILE = (
+    SEED.replace(
+        """    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    a = tl.load(a_ptr + offs, mask=mask)
+    b = tl.load(b_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, a + b, mask=mask)""",
+        """    rows = tl.arange(0, BLOCK)[:, None]
+    cols = tl.arange(0, BLOCK)[None, :]
+    offs = tl.program_id(0) * BLOCK * BLOCK + rows * BLOCK + cols
+    mask = offs < n
+    s = tl.load(a_ptr + offs, mask=mask, other=0.0) + tl.load(b_ptr + offs, mask=mask, other=0.0)
+    eye = tl.where(rows == cols, 1.0, 0.0).to(tl.float16)
+    tl.store(out_ptr + offs, tl.dot(s, eye).to(tl.float16), mask=mask)""",
+    )
+    .replace("(triton.cdiv(n, BLOCK),)", "(triton.cdiv(n, BLOCK * BLOCK),)")
+    .replace("num_warps=4)", "num_warps=8, num_stages=1)")
+)
+
+
+def test_a_kernel_whose_block_does_not_fit_a_cu_fails_as_its_launch_would():
+    assert "tl.dot(s, eye)" in BIG_TILE and "num_stages=1" in BIG_TILE
+    report = _evaluate("mi300x", BIG_TILE)
+    assert report.outcome is Outcome.COMPILE_ERROR
+    assert report.reason == (
+        "add_kernel (BLOCK=256), num_warps=8, num_stages=1: out of resource: shared memory, required 131072, "
+        "hardware limit 65536 (compiled for gfx942 by Triton's AMDGPU back end, not run on a device): "
+        "the launch fails on the device"
+    )
+    [stats] = report.compile_stats  # shown to the next design like any other evaluation's
+    assert (stats.blocks_per_unit, stats.limited_by) == (0, "shared memory")
+    fits = _evaluate("h200", BIG_TILE)  # 227 KiB per block on Hopper: the same kernel launches
+    assert fits.outcome is Outcome.PASSED
+    assert fits.compile_stats[0].blocks_per_unit == 1
+
+
+@pytest.mark.parametrize(
+    ("figures", "why"),
+    [
+        (
+            {"registers": 255, "num_warps": 16, "limited_by": "registers"},
+            "registers, 255 per thread, hardware limit 128 at 16 warps",
+        ),
+        ({"num_warps": 32, "limited_by": "warps"}, "32 warps per block, hardware limit 16"),
+    ],
+)
+def test_the_refusal_names_the_resource_that_does_not_fit(figures, why):
+    from kernel_scientist.blackboard.records import CompileStats
+    from kernel_scientist.evaluator.sandbox._compile_stats import launch_refusal, limits_of
+
+    nvidia = limits_of("nvidia", 32, 256, 64, 227)
+    stats = CompileStats(kernel="k", settings="B=64", num_stages=2, blocks_per_unit=0, **figures)
+    fits = msgspec.structs.replace(stats, blocks_per_unit=1)
+    warps = figures["num_warps"]
+    if figures["limited_by"] == "warps":
+        nvidia = msgspec.structs.replace(nvidia, max_warps=16)
+    assert launch_refusal([fits, stats], nvidia) == f"k (B=64), num_warps={warps}, num_stages=2: out of resource: {why}"
+    assert launch_refusal([fits], nvidia) is None
+    assert launch_refusal([msgspec.structs.replace(stats, blocks_per_unit=None)], nvidia) is None
+
+
 def test_off_by_default_and_empty_for_a_torch_only_candidate():
     assert _evaluate("h200", SEED, compile_stats=False).compile_stats == []
     torch_only = (VECADD / "solutions" / "correct" / "torch_add.py").read_text()

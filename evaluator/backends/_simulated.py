@@ -54,6 +54,7 @@ from kernel_scientist.evaluator.sandbox import (
     last_output,
     recheck_index,
 )
+from kernel_scientist.evaluator.sandbox._compile_stats import launch_refusal, limits_of
 
 _result_decoder = msgspec.msgpack.Decoder(ChildResult)
 
@@ -135,13 +136,17 @@ class SimulatedBackend:
         ``compile_stats``: each evaluation's timed kernels are also compiled for the device's
         architecture (registers, spills, shared memory; ``EvalReport.compile_stats``), with a
         Triton cache this backend keeps for its candidates: 0.1-2 s per kernel the cache has not
-        seen (evaluator/sandbox/_compile_stats.py). Off by default: most evaluations (the test
-        suite's) need no statistics."""
+        seen (evaluator/sandbox/_compile_stats.py). A kernel whose statistics show that one block
+        does not fit an SM (CU) is then a compile error, as its launch fails on the GPU; without
+        statistics only the timing model's estimate of a tile's shared memory can say so. Off by
+        default: most evaluations (the test suite's) need no statistics."""
         if device not in DEVICES:
             raise ValueError(f"unknown device {device!r}; known: {', '.join(DEVICES)}")
         self.task = task
         self.spec = self.device = DEVICES[device]
         self.device_name = f"{self.device.label} (simulated)"
+        spec = self.device
+        self._limits = limits_of(spec.vendor, spec.lanes, spec.reg_file_kb, spec.max_waves_per_unit, spec.smem_kb)
         self.noise = noise
         self.timeout_s = timeout_s
         self.output_limit = output_limit
@@ -307,6 +312,17 @@ class SimulatedBackend:
                 prov,
                 [],
                 self._failed_duration(outcome),
+            )
+        refused = launch_refusal(result.compile_stats, self._limits)
+        if refused:  # Triton raises this at the first call on the GPU, before any output is checked
+            return self._report(
+                mode,
+                Outcome.COMPILE_ERROR,
+                f"{refused} ({result.compile_stats[0].origin}): the launch fails on the device",
+                prov,
+                [],
+                _SERVICE_START_S + _COMPILE_S,
+                compile_stats=result.compile_stats,
             )
         # the child re-checks the smallest check shape after launch capture (sandbox._child._work)
         recheck = [checks[recheck_index(checks)]] if checks else []

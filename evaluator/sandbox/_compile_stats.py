@@ -105,6 +105,27 @@ def occupancy(
     return known[name], name
 
 
+def launch_refusal(stats: Sequence[CompileStats], limits: Limits) -> str | None:
+    """Why a GPU would refuse to launch one of these kernels: one block of it does not fit an SM
+    (CU) by its own figures (``blocks_per_unit`` 0), which Triton reports as "out of resource" at
+    the first call. None where every block fits or a figure is unknown."""
+    for s in stats:
+        if s.blocks_per_unit != 0 or not s.num_warps:
+            continue
+        what = f"{s.kernel} ({s.settings})" if s.settings else s.kernel
+        warps = f"num_warps={s.num_warps}, num_stages={s.num_stages}"
+        if s.limited_by == "shared memory":
+            limit = limits.smem_bytes - limits.smem_reserved
+            why = f"shared memory, required {s.shared_bytes}, hardware limit {limit}"
+        elif s.limited_by == "registers":
+            limit = limits.regs_per_lane // -(-s.num_warps // limits.simds)  # whole warps per SIMD
+            why = f"registers, {s.registers} per thread, hardware limit {limit} at {s.num_warps} warps"
+        else:
+            why = f"{s.num_warps} warps per block, hardware limit {limits.max_warps}"
+        return f"{what}, {warps}: out of resource: {why}"
+    return None
+
+
 def stats_of(kernel: object, name: str, settings: str, origin: str, limits: Limits | None) -> CompileStats:
     """The statistics of one ``CompiledKernel``: the driver's figures where it was loaded, else
     the binary's (cubin or AMDGPU assembly)."""
