@@ -8,6 +8,9 @@ names it; without one they say plainly "speed of light".
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
+
 from kernel_scientist.blackboard import (
     Blackboard,
     EvalReport,
@@ -20,12 +23,29 @@ from kernel_scientist.blackboard import (
     metrics,
 )
 from kernel_scientist.blackboard.compile_stats import compile_stats_table
-from kernel_scientist.evaluator import Task
+from kernel_scientist.evaluator import Task, rules_text
 from kernel_scientist.evaluator.model import report_host_floor_us
 
-from .brain import FailureView, KernelView, PendingView
+from .brain import FailureView, KernelView, PendingView, TaskView
 
 FAILURES_SHOWN = 6  # the latest failed or sent-back kernels a selector or designer is shown
+
+
+def task_view(task: Task | None, own_kernel: bool) -> TaskView:
+    """What the designer and the writer are told of the task (``TaskView``); nothing without one."""
+    if task is None:
+        return TaskView(rules=rules_text(own_kernel=own_kernel))
+    return _task_view(task.path, task.description, own_kernel)
+
+
+@functools.cache
+def _task_view(path: str, description: str, own_kernel: bool) -> TaskView:
+    reference = Path(path) / "reference.py"
+    return TaskView(
+        description=description,
+        reference_impl=reference.read_text(encoding="utf-8") if reference.is_file() else "",
+        rules=rules_text(own_kernel=own_kernel),
+    )
 
 
 def kernel_view(board: Blackboard, kernel: Kernel, task: Task | None = None) -> KernelView:

@@ -116,6 +116,7 @@ class Archivist(Agent):
                 shapes=shapes,
                 pending=pending_trials(board),
                 failures=failures(board),
+                evaluations_left=self.starts_left(),
             )
             choice = await self.ask("selection", self.ctx.brain.select, view)
         if choice is None:

@@ -103,6 +103,7 @@ class SelectionView(msgspec.Struct, frozen=True):
     shapes: list[str] = []  # the ranked shapes' labels (m x n x k), in shape_us order
     pending: list[PendingView] = []
     failures: list[FailureView] = []  # the latest failed or sent-back kernels
+    evaluations_left: int | None = None  # starts the rate limit allows before the deadline (None: none)
 
 
 class TrialView(msgspec.Struct, frozen=True):
@@ -114,6 +115,16 @@ class TrialView(msgspec.Struct, frozen=True):
     observed_uplift: float | None  # None: failed, rejected or not yet evaluated
     verdict: str
     note: str = ""  # why an abandoned plan has no kernel (Hypothesis.why_abandoned)
+
+
+class TaskView(msgspec.Struct, frozen=True):
+    """The task as a kernel's designer and writer need it: its prose (task.yml's description), its
+    reference.py (what a submission computes, its inputs and the check with its tolerance), and the
+    static rules a submission must keep (``rules_text``)."""
+
+    description: str = ""
+    reference_impl: str = ""
+    rules: str = ""
 
 
 class DesignView(msgspec.Struct, frozen=True):
@@ -132,6 +143,8 @@ class DesignView(msgspec.Struct, frozen=True):
     shapes: list[str] = []  # the ranked shapes' labels, in shape_us order
     pending: list[PendingView] = []
     failures: list[FailureView] = []
+    task: TaskView = TaskView()
+    evaluations_left: int | None = None  # starts the rate limit allows before the deadline (None: none)
 
 
 class ImplementView(msgspec.Struct, frozen=True):
@@ -141,8 +154,7 @@ class ImplementView(msgspec.Struct, frozen=True):
     params: Params
     plan: str
     changes: list[str]
-    task_description: str = ""  # the task's prose (task.yml)
-    reference_impl: str = ""  # the task's reference.py: what a submission must compute
+    task: TaskView = TaskView()
 
 
 class ReviewView(msgspec.Struct, frozen=True):

@@ -14,8 +14,6 @@ and can plan them again on the new best.
 
 from __future__ import annotations
 
-import functools
-from pathlib import Path
 from typing import Literal
 
 import anyio
@@ -23,14 +21,8 @@ from anyio.abc import TaskStatus
 from kernel_scientist.blackboard import Hypothesis, HypothesisState, KernelState, Verdict, metrics
 
 from ._base import Agent
+from ._views import task_view
 from .brain import CannotImplement, ImplementView
-
-
-@functools.cache
-def _reference_impl(task_path: str) -> str:
-    """The task's reference.py: what a submission must compute (shown to an LLM writer)."""
-    path = Path(task_path) / "reference.py"
-    return path.read_text(encoding="utf-8") if path.is_file() else ""
 
 
 class Engineer(Agent):
@@ -57,7 +49,6 @@ class Engineer(Agent):
         board = self.board
         base = board.kernel(hyp.base_id)
         ref = board.kernel(hyp.reference_id) if hyp.reference_id else None
-        task = self.ctx.task
         view = ImplementView(
             base_source=base.source,
             reference_source=ref.source if ref else None,
@@ -65,8 +56,7 @@ class Engineer(Agent):
             params=hyp.params,
             plan=hyp.plan,
             changes=hyp.changes,
-            task_description=task.description if task else "",
-            reference_impl=_reference_impl(task.path) if task else "",
+            task=task_view(self.ctx.task, self.ctx.scenario.evaluator.own_kernel),
         )
         try:
             draft = await self.ask(f"H{hyp.id}", self.ctx.brain.implement, view)

@@ -32,7 +32,7 @@ from kernel_scientist.blackboard import (
 
 from ._base import Agent
 from ._calibration import calibrate
-from ._views import failures, kernel_view, observed_uplift, pending_trials
+from ._views import failures, kernel_view, observed_uplift, pending_trials, task_view
 from .brain import CalibratedRanges, DesignView, TrialView
 
 
@@ -93,7 +93,8 @@ class Theorist(Agent):
             self.say(
                 "info",
                 f"the {left} evaluation{'s' if left != 1 else ''} that can still start before the deadline "
-                f"{'are' if left != 1 else 'is'} taken by the {waiting} kernels and plans waiting; no new design",
+                f"{'are' if left != 1 else 'is'} taken by the work already waiting "
+                f"({waiting} {'kernels and plans' if waiting != 1 else 'kernel or plan'}); no new design",
             )
         await self.board.wait_change("hypothesis", "kernel", "submission", "evaluation")
         return True
@@ -165,6 +166,8 @@ class Theorist(Agent):
             shapes=[s.label() for s in task.benchmarks] if task is not None else [],
             pending=pending_trials(board),
             failures=failures(board),
+            task=task_view(task, self.ctx.scenario.evaluator.own_kernel),
+            evaluations_left=self.starts_left(),
         )
         design = await self.ask(f"design for selection {sel.id}", self.ctx.brain.design, view)
         if design is None:  # the selection stays open: the next attempt comes after a think

@@ -411,6 +411,37 @@ class _Walker(ast.NodeVisitor):
         )
 
 
+# The rules the walker applies by itself (not by a name's prefix), in a writer's words: with
+# _NAME_RULES, what rules_text tells a kernel's author before it writes.
+_WALKER_RULES: dict[str, tuple[Severity, str]] = {
+    "device_probe": (
+        "reject",
+        "a kernel may not test for the meta device (.is_meta, the string 'meta'): launch the same work on every device",
+    ),
+    "pointer_cache": (
+        "reject",
+        "results may not be keyed on tensor addresses or object identity (.data_ptr(), id()), except an "
+        "address written straight into a launch's argument list",
+    ),
+    "dynamic_code": ("reject", "no eval/exec/compile/__import__, and getattr/setattr only with a literal name"),
+    "timer_patch": ("reject", "timers and synchronisation may not be replaced"),
+    "monkeypatch": ("reject", "torch, triton, os, sys and builtins may not be patched"),
+    "global_state": ("warn", "state kept across calls (global) only for compiled configs and launchers, never results"),
+}
+
+
+def rules_text(*, own_kernel: bool = True) -> str:
+    """Every static rule as one line ("- rule: why"), rejecting ones first: what a kernel's author
+    should know before writing (``static_findings`` applies the same set)."""
+    rules = {name: (sev, why) for name, (sev, _prefixes, why) in _NAME_RULES.items()} | _WALKER_RULES
+    lines = [
+        f"- {name}{' (advice only)' if sev == 'warn' else ''}: {why}"
+        for name, (sev, why) in sorted(rules.items(), key=lambda kv: (kv[1][0] == "warn", kv[0]))
+        if own_kernel or name not in POLICY_RULES
+    ]
+    return "\n".join(lines)
+
+
 POLICY_RULES = frozenset({"heavy_op"})  # what the kernel may call: on only with own_kernel
 
 

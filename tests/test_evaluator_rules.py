@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from evaluator_kernels import BETTER, SEEDLIKE
-from kernel_scientist.evaluator import static_findings
+from kernel_scientist.evaluator import rules_text, static_findings
 
 SEED = (Path(__file__).resolve().parents[1] / "evaluator" / "tasks" / "amd_fp8_mm" / "submission.py").read_text()
 
@@ -80,3 +80,14 @@ def test_an_address_written_into_an_argument_list_is_let_through():
 
 def test_a_syntax_error_gives_no_findings_so_the_sandbox_reports_it():
     assert static_findings("def broken(:\n") == []
+
+
+def test_a_kernels_author_is_told_every_rule_a_finding_can_name():
+    """rules_text (in the design and implement prompts) lists each rule the attacks above trip,
+    the policy rules only where the campaign applies them."""
+    told = {line.split(":")[0].removeprefix("- ").removesuffix(" (advice only)") for line in rules_text().splitlines()}
+    tripped = {f.rule for source in REJECTED.values() for f in static_findings(source)}
+    tripped |= {f.rule for f in static_findings("def f():\n    global cache\n")}  # a warning
+    assert tripped <= told
+    assert "heavy_op" in told and "heavy_op" not in rules_text(own_kernel=False)
+    assert "- global_state (advice only): " in rules_text()

@@ -30,6 +30,21 @@ def test_a_simulated_campaign_says_it_is_simulated_and_gives_the_devices_figures
     assert "base's score over the new kernel's, minus 1" in text
 
 
+def test_a_simulated_campaign_says_what_its_timing_model_reads_with_the_models_own_constants(tmp_path):
+    from kernel_scientist.evaluator.model import DEVICES
+    from kernel_scientist.evaluator.model._timing import params_for
+
+    for device in ("h200", "mi300x"):
+        (tmp_path / device).mkdir()
+        text = _system(tmp_path / device, "evaluator.backend=simulated", f"evaluator.device={device}")
+        p = params_for(DEVICES[device])
+        assert f"over {p.hbm_eff:.0%} of HBM bandwidth" in text
+        assert f"{p.host_launch_us:g} us per Triton launch and {p.host_torch_us:g} us per torch op" in text
+        assert "cache and eviction hints and loop structure change no modelled time" in text
+    (tmp_path / "gpu").mkdir()
+    assert "What the timing model reads" not in _system(tmp_path / "gpu", "evaluator.backend=local")
+
+
 def test_a_gpu_campaign_says_what_is_timed_and_names_no_device_it_does_not_know(tmp_path):
     text = _system(tmp_path, "evaluator.backend=local", "evaluator.device=mi300x")
     assert "on a real GPU" in text and "untimed warm-up call" in text and "L2 flush" in text

@@ -144,6 +144,27 @@ def test_pending_plans_and_failures_reach_the_selector_and_the_designer(campaign
         assert all("sent back in review" in t and review.reasons[0][:60] in t for t in shown)
 
 
+def test_the_designer_and_writer_see_the_task_its_check_and_the_rules_and_what_time_is_left(campaign):
+    from kernel_scientist.evaluator import load_task, rules_text
+
+    db, _, _ = campaign
+    task = load_task(ROOT / "evaluator/tasks/amd_fp8_mm")
+    with open_existing(db) as board:
+        prompts = {role: [_prompt(c) for c in _asks(board, role)] for role in ("select", "design", "implement")}
+    first_line = task.description.strip().splitlines()[0]
+    for role in ("design", "implement"):
+        assert prompts[role], role
+        for text in prompts[role]:
+            assert first_line in text and "check_implementation = make_match_reference(ref_kernel, rtol=2e-02" in text
+            assert rules_text() in text  # every rule with its reason, the campaign's policy rule included
+    for role in ("select", "design"):
+        left = [
+            re.search(r"At most (\d+) more evaluations? can start before the campaign's deadline", t)
+            for t in prompts[role]
+        ]
+        assert all(left), role
+
+
 def test_the_writer_may_deviate_and_the_critic_and_selector_see_it(campaign):
     db, before, resumed_at = campaign
     with open_existing(db) as board:

@@ -6,7 +6,7 @@ import msgspec
 import pytest
 from _support import ROOT, SCENARIOS, llm_call
 from kernel_scientist.agents import BudgetExhausted
-from kernel_scientist.agents.brain import DesignView, ImplementView, KernelView, Prescreen, ReviewView
+from kernel_scientist.agents.brain import DesignView, ImplementView, KernelView, Prescreen, ReviewView, TaskView
 from kernel_scientist.agents.llm import Ledger, Usage, _prompts, _wire, clean, fence, retry_after, truncate
 from kernel_scientist.agents.llm._transport import classify
 from kernel_scientist.blackboard import (
@@ -68,10 +68,12 @@ def test_prompts_fence_untrusted_text_and_carry_the_stage():
             avenues=10,
             plans=5,
             choose=3,
+            task=TaskView(description="fp8 gemm", reference_impl="def check_implementation(): pass", rules="- x: y"),
         ),
         LLMConfig(),
     )
     assert "split_k on kernel 2" in design and "Retrieved knowledge" in design and "$" not in design
+    assert "fp8 gemm" in design and "def check_implementation" in design and "- x: y" in design
     impl = _prompts.implement(
         ImplementView(
             base_source=SEED,
@@ -80,12 +82,12 @@ def test_prompts_fence_untrusted_text_and_carry_the_stage():
             params={"BLOCK_N": 128},
             plan="BLOCK_N=128",
             changes=["x"],
-            task_description="fp8 gemm",
-            reference_impl="def ref(): pass",
+            task=TaskView(description="fp8 gemm", reference_impl="def ref(): pass", rules="- network: no"),
         ),
         LLMConfig(),
     )
     assert "def ref(): pass" in impl and "fp8 gemm" in impl and '{"BLOCK_N":128}' in impl
+    assert "- network: no" in impl
 
 
 def test_answers_decode_into_the_protocol_structs():

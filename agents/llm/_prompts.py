@@ -18,7 +18,7 @@ from kernel_scientist.blackboard.config import LLMConfig
 
 from kernel_scientist import knowledge
 
-from ..brain import DesignView, FailureView, ImplementView, KernelView, PendingView, ReviewView, SelectionView
+from ..brain import DesignView, FailureView, ImplementView, KernelView, PendingView, ReviewView, SelectionView, TaskView
 from ._hygiene import fence, line
 
 _DIR = Path(__file__).parent / "prompts"
@@ -50,7 +50,7 @@ def evaluator_text(backend: str, device: str, harness_device: str = "cuda", nois
     and, for a simulated device, its public figures (a local or Ray GPU is not known here)."""
     import torch
     import triton
-    from kernel_scientist.evaluator.model import DEVICES, MODEL_VERSION, host_floor_us
+    from kernel_scientist.evaluator.model import DEVICES, MODEL_VERSION, host_floor_us, what_it_sees
 
     spec = DEVICES.get(device) if backend == "simulated" else None
     if spec is not None:
@@ -70,6 +70,8 @@ def evaluator_text(backend: str, device: str, harness_device: str = "cuda", nois
                 if noise > 0
                 else " The modelled times carry no noise."
             )
+            + " "
+            + what_it_sees(spec)
         )
     elif harness_device == "cpu":
         how = (
@@ -235,6 +237,7 @@ def select(view: SelectionView, cfg: LLMConfig) -> str:
         kernels="\n".join(rows) or "(none)",
         table=_kernels_table(view.shapes, ranked) + ("\n\n" + notes if notes else ""),
         pending=_pending(view.pending),
+        left=_left(view.evaluations_left, view.pending),
         failures=_failures(view.failures, cfg),
         exhausted=", ".join(map(str, view.exhausted)) or "none",
         ids=", ".join(str(k.id) for k in ranked),
@@ -260,6 +263,15 @@ _CHOOSE = {
         ',\n "chosen": [{"plan": <index into plans, from 0>, "why": "<reason>"}, ...]',
     ),
 }
+
+
+def _task(task: TaskView, cfg: LLMConfig) -> dict[str, str]:
+    """The task's three parts for a template: its prose, its reference.py and the static rules."""
+    return {
+        "task": fence(task.description or "(no description)", cfg.text_chars * 2),
+        "reference_impl": fence(task.reference_impl or "(not given)", cfg.source_chars, "python"),
+        "rules": task.rules or "(none given)",
+    }
 
 
 def design(view: DesignView, cfg: LLMConfig, kind: str | None = None) -> str:
@@ -315,9 +327,11 @@ def design(view: DesignView, cfg: LLMConfig, kind: str | None = None) -> str:
         reference=reference,
         trials="\n".join(trials) or "none yet",
         pending=_pending(view.pending),
+        left=_left(view.evaluations_left, view.pending),
         failures=_failures(view.failures, cfg),
         findings=found,
         knowledge=know,
+        **_task(view.task, cfg),
     )
 
 
@@ -329,8 +343,7 @@ def implement(view: ImplementView, cfg: LLMConfig) -> str:
         )
     params = msgspec.json.encode(view.params).decode()
     return template("implement").substitute(
-        task=fence(view.task_description or "(no description)", cfg.text_chars * 2),
-        reference_impl=fence(view.reference_impl or "(not given)", cfg.source_chars, "python"),
+        **_task(view.task, cfg),
         technique=line(view.technique, 80),
         params=params,
         plan=fence(view.plan, cfg.text_chars),
@@ -340,6 +353,18 @@ def implement(view: ImplementView, cfg: LLMConfig) -> str:
         regions=" Keep its `# region:` / `# endregion:` comment lines (other tools find their code by them)."
         if "# region:" in view.base_source
         else "",
+    )
+
+
+def _left(n: int | None, pending: list[PendingView]) -> str:
+    """The evaluations that can still start before the deadline, against the plans that still
+    need one (every pending plan but the one being evaluated)."""
+    if n is None:
+        return "The campaign has no deadline."
+    waiting = sum(1 for p in pending if not p.stage.endswith("being evaluated"))
+    return (
+        f"At most {n} more evaluation{'s' if n != 1 else ''} can start before the campaign's deadline; "
+        f"{waiting} of the pending plans above {'are' if waiting != 1 else 'is'} still waiting for one."
     )
 
 

@@ -2,7 +2,7 @@
 
 ``_devices`` holds each GPU's public figures (``DEVICES``, ``spec_for`` by a driver's name) and the
 speed of light of a GEMM shape; ``_timing`` the analytic model of Triton launches (``MODEL_VERSION``,
-the fitted ``PARAMS``, ``host_floor_us``; ``docs/model.md`` has its fit and held-out fidelity).
+the fitted ``PARAMS``, ``host_floor_us``, ``what_it_sees`` in a kernel author's words; ``docs/model.md`` has its fit and held-out fidelity).
 Nothing here runs code: the model prices the launches the sandbox captured.
 """
 
@@ -20,6 +20,7 @@ from kernel_scientist.evaluator.model._timing import (
     launches_time_us,
     report_host_floor_us,
     torch_op_time_us,
+    what_it_sees,
 )
 
 __all__ = [
@@ -40,4 +41,5 @@ __all__ = [
     "spec_for",
     "speed_of_light_us",
     "torch_op_time_us",
+    "what_it_sees",
 ]

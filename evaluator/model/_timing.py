@@ -755,6 +755,28 @@ def call_time_us(parts: list[LaunchTime], dev: DeviceSpec) -> float:
     return max(host, gpu)
 
 
+def what_it_sees(dev: DeviceSpec) -> str:
+    """What this model reads from a candidate and what it ignores, with its constants for ``dev``,
+    in a kernel author's words: what a language model designing for the simulated device is told."""
+    p = params_for(dev)
+    unit = "CU" if dev.vendor == "amd" else "SM"
+    return (
+        "What the timing model reads: a launch with tl.dot is a GEMM, timed from its BLOCK_M/N/K, "
+        "num_warps, num_stages, split-K and launch order (GROUP_M), the operands' dtypes and layouts, "
+        "and the registers and shared memory those imply. Any other launch is a roofline: the bytes of "
+        "its tensor arguments, each counted once whatever the kernel reads of it, over "
+        f"{p.hbm_eff:.0%} of HBM bandwidth, scaled down while fewer than {_SATURATING_WARPS} warps are "
+        f"resident per {unit}, plus {_ROUND_US:g} us per round of programs over the device (at most "
+        f"{_MAX_PROGRAMS_PER_UNIT} programs per {unit}) and {p.launch_us:g} us per launch. Per call, the "
+        f"host pays {p.call_us:g} us, {p.host_launch_us:g} us per Triton launch and {p.host_torch_us:g} us per "
+        "torch op (a torch op's GPU time: its bytes over the same bandwidth), overlapped "
+        "with the GPU only where a launch's GPU time hides the next one's host work. It does not see the "
+        "code inside a kernel beyond that: access pattern, vector width, elements per thread, cache and "
+        "eviction hints and loop structure change no modelled time; launches, grid, warps, the tensors "
+        "passed and the GEMM settings do."
+    )
+
+
 def host_floor_us(dev: DeviceSpec) -> float:
     """The least host time one timed call costs under the leaderboard protocol (rule f): the call
     with its synchronisations and one Triton launch (``call_us + host_launch_us``, fitted to empty
