@@ -584,6 +584,7 @@ class _Runner(Agent):
         self.in_flight: list[int] = []  # submission ids
         self.stalled: str | None = None  # why the campaign ended before its deadline
         self.end: Callable[[], None] = lambda: None  # cancels every agent (set by the campaign runner)
+        self.lowering_settled = False  # the seed's lowering is done or will never be due: no more reads
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
@@ -620,9 +621,16 @@ class _Runner(Agent):
         ``campaign.lower_timeout_s`` wall seconds: on the virtual clock it runs here, blocking,
         so no campaign time passes (as a simulated evaluation's checks do); on the wall clock in a
         worker thread, so the other agents go on meanwhile."""
-        due = seed_to_lower(self.board, self.ctx.scenario)
-        if due is None:
+        if self.lowering_settled:
             return
+        due = seed_to_lower(self.board, self.ctx.scenario)
+        if due is None:  # settled once the seed has its result (every kernel is read until then)
+            board = self.board
+            self.lowering_settled = not self.ctx.scenario.campaign.lower_seed or any(
+                board.evaluation_for(k.id) is not None for k in board.kernels() if k.is_seed()
+            )
+            return
+        self.lowering_settled = True
         seed, evaluation = due
         if self.ctx.backend.simulated:
             lowered, line = lower(self.ctx.scenario, self.ctx.task, seed, evaluation)
