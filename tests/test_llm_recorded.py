@@ -17,6 +17,7 @@ import shutil
 import pytest
 from _support import ROOT, cli, fingerprint
 from kernel_scientist.blackboard import LOWERED_AUTHOR, metrics, open_existing
+from kernel_scientist.evaluator import load_task
 
 FIXTURES = ROOT / "tests" / "fixtures_llm"
 CAMPAIGNS = ["grayscale_relay", "fp8_relay"]
@@ -77,7 +78,8 @@ def test_the_replay_is_the_recorded_campaign(replayed):
 
 
 def test_the_models_kernels_beat_the_seed_and_none_was_timed_on_a_fallback(grayscale):
-    """1.90x over the seed in two simulated hours (the issue asks for 2x: not reached)."""
+    """1.96x over the seed in two simulated hours: the simulated device's floor for this folder
+    (the issue asks for 2x; docs/llm-brains.md shows why no kernel can reach it there)."""
     recorded = grayscale
     with open_existing(recorded) as board:
         evals = board.evaluations()
@@ -85,7 +87,7 @@ def test_the_models_kernels_beat_the_seed_and_none_was_timed_on_a_fallback(grays
         seed = next(e.report.passed_score() for e in evals if kernels[e.kernel_id].is_seed())
         best = metrics.leader(evals)
         assert best is not None and kernels[best.kernel_id].author.startswith("engineer")
-        assert seed / best.report.passed_score() >= 1.85, (seed, best.report.passed_score())
+        assert seed / best.report.passed_score() >= 1.9, (seed, best.report.passed_score())
         # Every kernel the model wrote that was timed launched a Triton kernel of its own: the
         # simulated device compiled it (compile statistics), so no time was a PyTorch fallback's.
         for e in evals:
@@ -100,10 +102,17 @@ def test_the_recorded_prompts_carry_what_each_stage_needs(grayscale):
     system = " ".join(calls[0].system.split())  # the templates' line breaks are not the point
     # 1: the evaluator and the device, the task from the design stage on.
     assert "How a kernel is measured: SIMULATED" in system and "132 SMs" in system
+    assert "What the timing model reads" in system and "cache and eviction hints" in system
     designs = [c.messages[-1]["content"] for c in calls if c.role == "design" and c.turn == "ask"]
+    selects = [c.messages[-1]["content"] for c in calls if c.role == "select" and c.turn == "ask"]
     implements = [c.messages[-1]["content"] for c in calls if c.role == "implement" and c.turn == "ask"]
     reviews = [c.messages[-1]["content"] for c in calls if c.role == "review" and c.turn == "ask"]
     assert designs and implements and reviews
+    task = load_task(ROOT / "tests" / "fixtures_any_kernel" / "grayscale")
+    first_line = task.description.strip().splitlines()[0]
+    for text in designs + implements:
+        assert first_line in text and "check_implementation" in text and "- pointer_cache: " in text
+    assert all("can start before the campaign's deadline" in t for t in designs + selects)
     # 2: one definition of uplift.
     assert "the base's score over the new kernel's, minus 1" in system
     # 3: evidence as tables: per shape against the parent, pending plans, failures, compile statistics.
