@@ -23,6 +23,7 @@ from kernel_scientist.blackboard import (
     metrics,
 )
 from kernel_scientist.blackboard.compile_stats import compile_stats_table
+from kernel_scientist.blackboard.profile import profile_table
 from kernel_scientist.evaluator import Task, rules_text
 from kernel_scientist.evaluator.model import report_host_floor_us
 
@@ -63,6 +64,7 @@ def kernel_view(board: Blackboard, kernel: Kernel, task: Task | None = None) -> 
         shape_notes=[shape_note(s, basis, floor) for s in report.shapes] if report else [],
         deviations=kernel.deviations,
         compile_stats=compile_stats_table(ev.report) if ev is not None else "",
+        profile=profile_table(ev.report.profile) if ev is not None else "",
     )
 
 

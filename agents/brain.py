@@ -56,6 +56,7 @@ class KernelView(msgspec.Struct, frozen=True):
     shape_notes: list[str] = []  # per ranked shape where measured: "host-bound", "12% of SoL"
     deviations: str = ""  # where its writer departed from the plan (Kernel.deviations)
     compile_stats: str = ""  # its evaluation's compile statistics as a table (compile_stats_table); "" = none
+    profile: str = ""  # its evaluation's profile on a GPU as a table (profile_table); "" = none
 
 
 def faster_reference(base: KernelView, kernels: Sequence[KernelView]) -> tuple[KernelView | None, str]:

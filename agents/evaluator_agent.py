@@ -11,6 +11,10 @@ At the deadline it starts nothing new and lets the evaluations in flight finish.
 Before it takes the first candidate of a run, a leader recorded with fewer timings than
 ``evaluator.retime_leaders`` asks for (a blackboard written by an earlier version, or a run with
 fewer re-timings) is timed again (``_retime_leader``; docs/evaluator.md, "Re-timing a new leader").
+
+On a backend that can profile (``Profiles``: the local one, with Nsight Compute), a new leader is
+then profiled once where ``evaluator.profile`` asks for it: one call of its ranked shape farthest
+from the speed of light (the longest where none is known), kept in its report for the designer.
 """
 
 from __future__ import annotations
@@ -18,8 +22,11 @@ from __future__ import annotations
 import zlib
 
 import anyio
+import msgspec
 from anyio.abc import TaskStatus
 from kernel_scientist.blackboard import EvalReport, Evaluation, Submission, SubmissionState, metrics
+from kernel_scientist.blackboard.profile import profile_line, profile_target
+from kernel_scientist.evaluator import Profiles
 
 from ._base import SEED_PRIORITY, Agent
 
@@ -108,6 +115,7 @@ class EvaluatorAgent(Agent):
         try:
             report = await self._timed(kernel.source, sub.id, self.secret_seed)
             report = await self._retime(kernel.id, kernel.source, sub.id, report)
+            report = await self._profiled(kernel.id, kernel.source, report)
         finally:
             self._current.remove(kernel.source)
         await self.act(rank)
@@ -148,6 +156,26 @@ class EvaluatorAgent(Agent):
             if report.passed_score() is None:
                 break
         return report
+
+    async def _profiled(self, kernel_id: int, source: str, report: EvalReport) -> EvalReport:
+        """A new leader's report with its profile (module note), where the backend can profile and
+        ``evaluator.profile`` asks for it ("auto": for a language model, which reads it)."""
+        backend, setting = self.ctx.backend, self.ctx.scenario.evaluator.profile
+        if setting == "off" or (setting == "auto" and not self.asks_a_model) or not isinstance(backend, Profiles):
+            return report
+        leader = self._leader()
+        best = leader.report.passed_score() if leader is not None else None
+        score = report.passed_score()
+        if score is None or not report.shapes or (best is not None and score >= best):
+            return report
+        index = profile_target(report)
+        where = report.shapes[index].shape.label()
+        self.say(
+            "queue", f"kernel {kernel_id} leads: profiling one call on {where} (Nsight Compute)", kernel_id=kernel_id
+        )
+        profile = await backend.profile(source, index, secret_seed=self.secret_seed)
+        self.say("info", f"kernel {kernel_id}: {profile_line(profile)}", kernel_id=kernel_id)
+        return msgspec.structs.replace(report, profile=profile)
 
     async def _timed(self, source: str, submission_id: int, secret_seed: int) -> EvalReport:
         """One timing on the backend, its hardware time charged to the campaign clock as it ends."""

@@ -188,6 +188,10 @@ class EvaluatorConfig(_Strict, frozen=True):
     # memory (a GPU reports them always). "auto": with an LLM brain, which reads them; the offline
     # brain does not, and each new kernel setting costs 0.1-2 s of CPU.
     compile_stats: Literal["auto", "on", "off"] = "auto"
+    # GPU backends: a new leader is profiled once, one call of its farthest shape from the speed
+    # of light under Nsight Compute (ncu), and the designer shown the counters. "auto": with an LLM
+    # brain (the offline brain does not read them); each profile costs its run's wall time.
+    profile: Literal["auto", "on", "off"] = "auto"
 
     def __post_init__(self) -> None:
         if self.min_calls > self.max_calls:

@@ -251,6 +251,33 @@ class CompileStats(msgspec.Struct, frozen=True):
     error: str = ""  # why the kernel could not be compiled for the target (the figures are then unknown)
 
 
+class KernelProfile(msgspec.Struct, frozen=True):
+    """Nsight Compute's reading of one kernel launch in one call of a candidate on a GPU: where
+    its time went, as the percentages an engineer reads first. Every figure is optional (a
+    counter the GPU or the tool did not give is unknown)."""
+
+    kernel: str
+    grid: str = ""  # "(528, 1, 1)"
+    block: str = ""  # threads per block, "(128, 1, 1)"
+    time_us: float | None = None  # the launch's duration (gpu__time_duration)
+    sm_pct: float | None = None  # compute (SM) throughput, % of its peak
+    memory_pct: float | None = None  # memory throughput, the busiest of DRAM, L2 and L1/shared: % of peak
+    dram_pct: float | None = None  # DRAM throughput, % of peak
+    l2_hit_pct: float | None = None  # L2 hit rate
+    occupancy_pct: float | None = None  # achieved occupancy: active warps over the SM's maximum
+    registers: int | None = None  # per thread
+
+
+class Profile(msgspec.Struct, frozen=True):
+    """One call of a kernel on one ranked shape under Nsight Compute (``evaluator.profile``): every
+    launch of that call, in order. ``error`` says why there is none (no ncu, no counters)."""
+
+    shape: Shape
+    launches: list[KernelProfile] = []
+    tool: str = ""  # "Nsight Compute 2025.3.1"
+    error: str = ""
+
+
 class EvalReport(msgspec.Struct, frozen=True):
     """What a backend returns for one candidate. ``duration_s`` is how long the evaluation takes on
     the (simulated or real) hardware service, which is what the evaluator's clock is charged."""
@@ -274,6 +301,9 @@ class EvalReport(msgspec.Struct, frozen=True):
     # GPU read from the loaded kernels, on the simulated backend compiled for its architecture
     # when the backend is asked to. Empty when unknown, and in files written before it was kept.
     compile_stats: list[CompileStats] = []
+    # A new leader on a GPU, profiled once on its slowest ranked shape against the speed of light
+    # (``evaluator.profile``); None when not profiled.
+    profile: Profile | None = None
 
     def passed(self) -> bool:
         """The candidate passed every check, timed or not (``passed_score`` says whether it was)."""

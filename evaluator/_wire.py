@@ -190,6 +190,9 @@ class GpuRequest(msgspec.Struct, frozen=True):
     meta: TaskMeta = TaskMeta()
     own_kernel: bool = False  # the policy: a torch matmul doing the task's work is rejected
     compile_workers: int = 1  # a dry pass's compile threads (evaluator/sandbox/_prepare.py); 1: in the launching thread
+    # Profile instead of timing (evaluator/sandbox/_ncu.py): after the tests, one checked warm-up
+    # call and one profiled call of this ranked shape (an index into ``benchmarks``); -1: time.
+    profile_shape: int = -1
 
 
 class ShapeSamples(msgspec.Struct, frozen=True):

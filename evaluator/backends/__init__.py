@@ -8,7 +8,13 @@ virtual time), ``LocalBackend`` (this machine's GPUs, a sandboxed harness proces
 """
 
 from kernel_scientist.evaluator.backends._local import LocalBackend
-from kernel_scientist.evaluator.backends._protocol import Backend, BackendUnavailable, StartsInBackground, make_backend
+from kernel_scientist.evaluator.backends._protocol import (
+    Backend,
+    BackendUnavailable,
+    Profiles,
+    StartsInBackground,
+    make_backend,
+)
 from kernel_scientist.evaluator.backends._ray import ClusterError, ClusterLost, RayBackend, join_cluster
 from kernel_scientist.evaluator.backends._simulated import SimulatedBackend
 
@@ -20,6 +26,7 @@ __all__ = [
     "LocalBackend",
     "RayBackend",
     "SimulatedBackend",
+    "Profiles",
     "StartsInBackground",
     "join_cluster",
     "make_backend",

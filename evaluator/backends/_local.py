@@ -28,17 +28,26 @@ import time
 import weakref
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Literal
 
 import anyio
 import msgspec
 from kernel_scientist.blackboard import metrics
-from kernel_scientist.blackboard.records import CompileStats, EvalReport, Outcome, Provenance, Shape, ShapeResult
+from kernel_scientist.blackboard.records import (
+    CompileStats,
+    EvalReport,
+    Outcome,
+    Profile,
+    Provenance,
+    Shape,
+    ShapeResult,
+)
 from kernel_scientist.evaluator._rules import rule_verdict
 from kernel_scientist.evaluator._task import Task, mix_seed
 from kernel_scientist.evaluator._wire import OUTCOME_OF, PREPARE, PREPARED, GpuRequest, GpuResult
 from kernel_scientist.evaluator.model import DeviceSpec, l2_flush_bytes, spec_for
-from kernel_scientist.evaluator.sandbox import last_output, scrubbed_env
+from kernel_scientist.evaluator.sandbox import _ncu, last_output, scrubbed_env
 
 _HOST_SLACK = 1.5  # host time beyond 1.5x the events (+ launch slack) means work the events missed
 _HOST_SLACK_US = 300.0
@@ -201,6 +210,39 @@ class LocalBackend:
                 return await anyio.to_thread.run_sync(self._evaluate_on, gpu, source, submission_id, secret_seed)
             finally:
                 self._free.append(gpu)
+
+    async def profile(self, source: str, shape: int, *, secret_seed: int = 0) -> Profile:
+        """One call of ``source`` on ranked shape number ``shape`` under Nsight Compute, on one of
+        the GPUs (``Profiles``): the same sandboxed harness process, its tests checked first, then
+        a checked warm-up call and the profiled call (evaluator/sandbox/_ncu.py). Never raises for
+        the candidate's or the tool's sake: a Profile without launches says why."""
+        target = self.task.benchmarks[shape]
+        ncu = _ncu.find_ncu()
+        if ncu is None:
+            return Profile(shape=target, error="Nsight Compute (ncu) is not on this machine (KS_NCU, PATH)")
+        async with self._slots:
+            gpu = self._free.pop(0)
+            try:
+                return await anyio.to_thread.run_sync(self._profile_on, gpu, ncu, source, shape, secret_seed)
+            finally:
+                self._free.append(gpu)
+
+    def _profile_on(self, gpu: str, ncu: str, source: str, shape: int, secret_seed: int) -> Profile:
+        target = self.task.benchmarks[shape]
+        req = msgspec.structs.replace(self.request(source, secret_seed), profile_shape=shape)
+        with tempfile.TemporaryDirectory(prefix="ks-ncu-") as folder:
+            log = Path(folder) / "ncu.csv"  # the candidate could write here too: a profile is evidence only
+            run = HarnessProcess(gpu, self.device, prefix=_ncu.command(ncu, log)).serve(
+                req, self.timeout_s, self.output_limit
+            )
+            text = log.read_text(errors="replace") if log.exists() else ""
+        failed = _run_failure(run, self.timeout_s)
+        if failed:
+            return Profile(shape=target, error=f"the profiled run failed: {failed}"[:400])
+        try:
+            return Profile(shape=target, launches=_ncu.parse(text), tool=_ncu.ncu_version(ncu))
+        except _ncu.NcuError as exc:
+            return Profile(shape=target, error=f"ncu: {exc}", tool=_ncu.ncu_version(ncu))
 
     # ---- one candidate in one fresh process -------------------------------------------------
     def _evaluate_on(
@@ -430,7 +472,8 @@ class HarnessProcess:
     only its GPU (none in CPU mode) and runs in its own temporary directory and session, with a
     scrubbed environment. It imports torch and Triton, then waits on its stdin."""
 
-    def __init__(self, gpu: str, device: Literal["cuda", "cpu"]) -> None:
+    def __init__(self, gpu: str, device: Literal["cuda", "cpu"], prefix: Sequence[str] = ()) -> None:
+        """``prefix``: a command the harness runs under (Nsight Compute's, to profile it)."""
         self.gpu, self.device = gpu, device
         self.workdir = tempfile.mkdtemp(prefix="ks-gpu-")
         env = scrubbed_env()
@@ -449,7 +492,7 @@ class HarnessProcess:
         self.read_fd, write_fd = os.pipe()
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "kernel_scientist.evaluator.sandbox._gpu_harness", str(write_fd)],
+                [*prefix, sys.executable, "-m", "kernel_scientist.evaluator.sandbox._gpu_harness", str(write_fd)],
                 cwd=self.workdir,
                 env=env,
                 stdin=subprocess.PIPE,
@@ -627,6 +670,19 @@ def _close_spares(
     for future in pending:
         _discard(future)
     pool.shutdown(wait=True)
+
+
+def _run_failure(run: HarnessRun, timeout_s: float) -> str | None:
+    """Why a harness run that was not timed (a profiled one) failed, in one line; None if it ran."""
+    if run.timed_out:
+        return f"exceeded the {timeout_s:g} s limit"
+    if run.result is None:
+        return f"exited with code {run.exit_code} before reporting a result{run.last_output}"
+    try:
+        result = msgspec.msgpack.decode(run.result, type=GpuResult)
+    except msgspec.DecodeError as exc:
+        return f"reported a result that does not decode: {exc}"
+    return None if result.status == "ok" else f"{OUTCOME_OF[result.status]}: {result.reason}"
 
 
 def run_harness(

@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from kernel_scientist.blackboard.config import EvaluatorConfig
-from kernel_scientist.blackboard.records import EvalReport
+from kernel_scientist.blackboard.records import EvalReport, Profile
 
 if TYPE_CHECKING:
     from kernel_scientist.evaluator._task import Task
@@ -73,6 +73,15 @@ class StartsInBackground(Protocol):
     exists, so a backend that cannot start refuses the campaign before anything is written."""
 
     def wait_started(self) -> None: ...
+
+
+@runtime_checkable
+class Profiles(Protocol):
+    """An optional capability of a backend on real GPUs (the local one): one call of a candidate
+    on one ranked shape under a profiler, read into a ``Profile`` (evaluator/sandbox/_ncu.py).
+    Never raises for the candidate's or the tool's sake: a Profile without launches says why."""
+
+    async def profile(self, source: str, shape: int, *, secret_seed: int = 0) -> Profile: ...
 
 
 class BackendUnavailable(Exception):

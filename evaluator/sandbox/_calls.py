@@ -169,6 +169,31 @@ def time_shape(
     return ShapeSamples(shape=shape, event_us=events, host_us=hosts, call_us=calls), failure
 
 
+def profile_call(fn: Kernel, ref: ModuleType, shape: Shape, req: GpuRequest, guard: bool = True) -> str | None:
+    """One call of ``fn`` on ``shape`` inside the profiler's range (cudaProfilerStart/Stop; the
+    harness runs under ``ncu --profile-from-start off``), after a checked warm-up call that
+    compiles and tunes outside it, and checked itself. Returns the first failure or None."""
+    import torch
+    import torch.cuda.profiler
+
+    data, pristine = fresh_inputs(ref, shape, shape.seed, req.device, req.meta)
+    _, reason = checked_call(fn, data, shape, ref, pristine, req.meta, guard=guard, device=req.device)
+    if reason:
+        return reason
+    data, pristine = fresh_inputs(ref, shape, shape.seed + 13, req.device, req.meta)
+    _sync(req.device)
+    cuda = req.device == "cuda"
+    if cuda:
+        torch.cuda.profiler.start()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
+    try:
+        out = fn(data)
+        _sync(req.device)
+    finally:
+        if cuda:
+            torch.cuda.profiler.stop()  # type: ignore[no-untyped-call]
+    return _judge(out, data, pristine, shape, ref, req.meta, " during the profiled call")
+
+
 def time_shape_eval_py(
     fn: Kernel, ref: ModuleType, shape: Shape, req: GpuRequest, guard: bool = True
 ) -> tuple[list[float], str | None]:

@@ -22,6 +22,8 @@ The protocol, per the public harness hardened against docs/evaluator-attacks.md:
   before every timed call fresh inputs (seed + 13 i), a NaN-filled output and an L2 flush (a write
   of twice the L2 size); around it device events and, between device-wide synchronizes, the host
   clock; after it a full re-check. The first failure ends the run.
+- asked to profile (``profile_shape``; the parent runs this process under ncu), one checked
+  warm-up call and one call of that ranked shape inside the profiler's range, and no timing;
 - after the last call, whatever the outcome: the compile statistics of every Triton kernel the
   process loaded (``_compile_stats.loaded_stats``), read from Triton's caches, not the GPU.
 The raw samples go back; statistics, the speed-of-light floor and the score are computed by the
@@ -45,6 +47,7 @@ from kernel_scientist.evaluator.sandbox._calls import (
     Rejected,
     checked_call,
     fresh_inputs,
+    profile_call,
     time_shape,
     toolchain_versions,
 )
@@ -109,6 +112,14 @@ def _run(req: GpuRequest, phases: dict[str, float], ref: ModuleType | None = Non
             if reason:
                 return GpuResult("wrong_output", reason, device=device, versions=versions)
         lap("tests_s")  # the first calls: compilation and any first-call tuning land here
+        if req.profile_shape >= 0:  # under ncu (evaluator/sandbox/_ncu.py): one profiled call, no timing
+            shape = req.benchmarks[req.profile_shape]
+            phase = f"profiled {shape.label()}"
+            reason = profile_call(fn, ref, shape, req, guard=guard)
+            lap("profile_s")
+            if reason:
+                return GpuResult("wrong_output", reason, device=device, versions=versions)
+            return GpuResult("ok", device=device, versions=versions)
         flush = (
             torch.empty(req.l2_flush_bytes // 4, dtype=torch.float32, device="cuda") if req.device == "cuda" else None
         )

@@ -70,6 +70,12 @@ def add(sub: Subparsers) -> None:
         action="store_true",
         help="also reject a torch matmul doing the task's work (a campaign's policy; a leaderboard accepts it)",
     )
+    ev.add_argument(
+        "--profile",
+        action="store_true",
+        help="local backend: after a pass, profile one call of the ranked shape farthest from the speed of "
+        "light under Nsight Compute (ncu) and print its counters per launch",
+    )
     ev.set_defaults(handler=_evaluate)
 
 
@@ -77,8 +83,11 @@ def _evaluate(args: argparse.Namespace) -> int:
     import anyio
 
     from kernel_scientist.blackboard.config import EvaluatorConfig
-    from kernel_scientist.evaluator import load_task, make_backend
+    from kernel_scientist.blackboard.profile import profile_target
+    from kernel_scientist.evaluator import Profiles, load_task, make_backend
 
+    if args.profile and args.backend != "local":
+        raise UsageError("--profile needs --backend local: a profiler reads a GPU's counters")
     source = read_source(args.file, "submission")
     task = load_task(args.task)
     cfg = EvaluatorConfig(
@@ -91,7 +100,11 @@ def _evaluate(args: argparse.Namespace) -> int:
     backend = make_backend(cfg, task, setting="--backend local", instead="--backend simulated")
 
     async def go() -> EvalReport:
-        return await backend.evaluate(source, submission_id=0, secret_seed=args.seed)
+        report = await backend.evaluate(source, submission_id=0, secret_seed=args.seed)
+        if args.profile and report.passed() and report.shapes and isinstance(backend, Profiles):
+            profile = await backend.profile(source, profile_target(report), secret_seed=args.seed)
+            report = msgspec.structs.replace(report, profile=profile)
+        return report
 
     with backend:
         report = anyio.run(go, backend="trio")
@@ -122,6 +135,8 @@ def read_source(path: Path, what: str) -> str:
 
 
 def render(report: EvalReport, file: Path) -> str:
+    from kernel_scientist.blackboard.profile import profile_table
+
     prov = report.provenance
     label = "simulated" if prov.simulated else "measured"
     lines = [
@@ -136,4 +151,6 @@ def render(report: EvalReport, file: Path) -> str:
             flag = f"  [{s.flagged}]" if s.flagged else ""
             sol = f"  (speed of light {s.sol_us:.1f} us)" if s.sol_us is not None else ""
             lines.append(f"    {s.shape.label():>16}: {s.time_us:9.1f} us{sol}{flag}")
+    if report.profile is not None:
+        lines += ["", profile_table(report.profile)]
     return "\n".join(lines)
