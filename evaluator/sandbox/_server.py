@@ -74,11 +74,12 @@ def serve() -> None:
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(2, 1)  # a stray print in the server must not corrupt the frame channel
-    from kernel_scientist.evaluator.sandbox import _interpreter
+    from kernel_scientist.evaluator.sandbox import _bounds, _interpreter
     from kernel_scientist.evaluator.sandbox._child import RESULT_FILE, child_main, preload, preload_reference
 
     preload()
     _interpreter.remove_repeated_work()  # work the interpreter repeats or drops, removed before any fork
+    _bounds.confine_launches()  # a kernel touches only the tensors its launch was given
     root = tempfile.mkdtemp(prefix="ks-sandbox-", dir=os.getcwd())  # inside the parent's dir: it removes both
     write_frame(frame_out, Ready(pid=os.getpid()))
     try:

@@ -1,4 +1,4 @@
-# attack: illegal_memory_access — expected: crash SIGSEGV
+# attack: illegal_memory_access — expected: crash outside every tensor the launch was given
 # gpu-defence: fresh process per candidate; the sticky CUDA error ends it, the parent reads its exit
 import torch
 import triton
