@@ -113,7 +113,7 @@ def confine_launches() -> bool:
             _SPANS.reset(token)
 
     __call__._ks_confined = True  # type: ignore[attr-defined]
-    executor.__call__ = __call__  # type: ignore[method-assign]
+    executor.__call__ = __call__
     builder = interpreter.InterpreterBuilder
 
     def checked(name: str, kind: str, ptr_at: int, mask_at: int | None) -> None:
