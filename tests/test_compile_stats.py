@@ -186,10 +186,15 @@ _GPU_READER = textwrap.dedent(
     target = GPUTarget("cuda", 90, 32)
     sig = {"x_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
     kernel = compile(ASTSource(scale, sig, {(2,): 512}), target=target, options={"num_warps": 8})
-    scale.device_caches[0] = ({"key": kernel}, {}, target, None, None)
+    # n divisible by 16: another specialisation, the same figures (one entry, not two)
+    aligned = compile(
+        ASTSource(scale, sig, {(2,): 512}, {(1,): [["tt.divisibility", 16]]}), target=target, options={"num_warps": 8}
+    )
+    assert aligned.hash != kernel.hash
+    scale.device_caches[0] = ({"key": kernel, "aligned": aligned}, {}, target, None, None)
     limits = limits_of("nvidia", 32, 256, 64, 227)
     first = loaded_stats("loaded by the driver on test", limits)
-    kernel.n_regs, kernel.n_spills = 200, 3  # as the driver's load_binary sets them
+    kernel.n_regs, kernel.n_spills = aligned.n_regs, aligned.n_spills = 200, 3  # as the driver's load_binary sets them
     again = loaded_stats("loaded by the driver on test", limits)
     print(json.dumps(msgspec.to_builtins([first, again])))
     """

@@ -193,8 +193,9 @@ def loaded_stats(
     origin: str, limits: Limits | None, skip_files: Collection[str] = (), most: int = 32
 ) -> list[CompileStats]:
     """Every kernel the Triton JIT compiled in this process (one entry per compiled kernel,
-    first compiled first), except those of functions defined in ``skip_files`` (the task's own
-    modules); empty where nothing can be read."""
+    first compiled first; specialisations whose figures are the same, as for an argument that
+    is sometimes divisible by 16, are one entry), except those of functions defined in
+    ``skip_files`` (the task's own modules); empty where nothing can be read."""
     try:
         from triton.compiler import CompiledKernel
         from triton.runtime.jit import JITFunction
@@ -215,7 +216,9 @@ def loaded_stats(
                     continue
                 seen.add(key)
                 name = str(getattr(getattr(kernel, "metadata", None), "name", "") or getattr(jit, "__name__", "kernel"))
-                out.append(stats_of(kernel, name, _settings_of(getattr(kernel, "src", None)), origin, limits))
+                stats = stats_of(kernel, name, _settings_of(getattr(kernel, "src", None)), origin, limits)
+                if stats not in out:
+                    out.append(stats)
     except Exception:  # noqa: BLE001 - statistics are evidence, never a reason to fail
         return out
     return out
