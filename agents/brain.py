@@ -146,6 +146,7 @@ class DesignView(msgspec.Struct, frozen=True):
     failures: list[FailureView] = []
     task: TaskView = TaskView()
     evaluations_left: int | None = None  # starts the rate limit allows before the deadline (None: none)
+    own_kernel: bool = False  # the policy on what a kernel may call binds the campaign's kernels
 
 
 class ImplementView(msgspec.Struct, frozen=True):

@@ -60,7 +60,10 @@ class Critic(Agent):
         board = self.board
         hyp = board.hypothesis(kernel.hypothesis_id) if kernel.hypothesis_id else None
         base = board.kernel(kernel.parent_id) if kernel.parent_id else None
-        findings = static_findings(kernel.source, own_kernel=self.ctx.scenario.evaluator.own_kernel)
+        # The policy on what a kernel may call binds the kernels the campaign writes, not its seed
+        # or the seed's lowering (Kernel.is_baseline): a PyTorch matmul seed is where it starts.
+        policy = self.ctx.scenario.evaluator.own_kernel and not kernel.is_baseline()
+        findings = static_findings(kernel.source, own_kernel=policy)
         rejected = any(f.rejects for f in findings)
         twins = [
             k
@@ -73,7 +76,7 @@ class Critic(Agent):
         lowered = kernel.author == LOWERED_AUTHOR
         screen = self.ctx.scenario.agents.prescreen and (hyp is not None or lowered)
         if not rejected and not twins and screen:
-            report = await self.ctx.backend.prescreen(kernel.source)
+            report = await self.ctx.backend.prescreen(kernel.source, baseline=kernel.is_baseline())
             prescreen = Prescreen(outcome=report.outcome, reason=report.reason)
         view = ReviewView(
             source=kernel.source,

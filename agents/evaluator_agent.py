@@ -113,9 +113,10 @@ class EvaluatorAgent(Agent):
         # Real work (sandboxed CPU check, launch capture) runs inline; the hardware's time is then
         # charged to the campaign clock (each timing's as it ends, a re-timing's too).
         try:
-            report = await self._timed(kernel.source, sub.id, self.secret_seed)
-            report = await self._retime(kernel.id, kernel.source, sub.id, report)
-            report = await self._profiled(kernel.id, kernel.source, report)
+            base = kernel.is_baseline()
+            report = await self._timed(kernel.source, sub.id, self.secret_seed, base)
+            report = await self._retime(kernel.id, kernel.source, sub.id, report, base)
+            report = await self._profiled(kernel.id, kernel.source, report, base)
         finally:
             self._current.remove(kernel.source)
         await self.act(rank)
@@ -132,7 +133,9 @@ class EvaluatorAgent(Agent):
             hypothesis_id=kernel.hypothesis_id,
         )
 
-    async def _retime(self, kernel_id: int, source: str, submission_id: int, report: EvalReport) -> EvalReport:
+    async def _retime(
+        self, kernel_id: int, source: str, submission_id: int, report: EvalReport, baseline: bool
+    ) -> EvalReport:
         """A first score that would lead the campaign is timed again (``evaluator.retime_leaders``
         more times, each with new inputs) and the report holds their geometric mean: the leader
         is what the archivist breeds from and what the campaign reports, so it must not be one
@@ -152,12 +155,12 @@ class EvaluatorAgent(Agent):
                 + (f" (best so far {best:.1f} us)" if best is not None else "")
                 + f"; timing it again with new inputs ({run + 1} of {self.ctx.scenario.evaluator.retime_leaders + 1})",
             )
-            report = report.retimed(await self._timed(source, submission_id, self._retime_seed(run)))
+            report = report.retimed(await self._timed(source, submission_id, self._retime_seed(run), baseline))
             if report.passed_score() is None:
                 break
         return report
 
-    async def _profiled(self, kernel_id: int, source: str, report: EvalReport) -> EvalReport:
+    async def _profiled(self, kernel_id: int, source: str, report: EvalReport, baseline: bool) -> EvalReport:
         """A new leader's report with its profile (module note), where the backend can profile and
         ``evaluator.profile`` asks for it ("auto": for a language model, which reads it)."""
         backend, setting = self.ctx.backend, self.ctx.scenario.evaluator.profile
@@ -173,13 +176,16 @@ class EvaluatorAgent(Agent):
         self.say(
             "queue", f"kernel {kernel_id} leads: profiling one call on {where} (Nsight Compute)", kernel_id=kernel_id
         )
-        profile = await backend.profile(source, index, secret_seed=self.secret_seed)
+        profile = await backend.profile(source, index, secret_seed=self.secret_seed, baseline=baseline)
         self.say("info", f"kernel {kernel_id}: {profile_line(profile)}", kernel_id=kernel_id)
         return msgspec.structs.replace(report, profile=profile)
 
-    async def _timed(self, source: str, submission_id: int, secret_seed: int) -> EvalReport:
-        """One timing on the backend, its hardware time charged to the campaign clock as it ends."""
-        report = await self.ctx.backend.evaluate(source, submission_id=submission_id, secret_seed=secret_seed)
+    async def _timed(self, source: str, submission_id: int, secret_seed: int, baseline: bool) -> EvalReport:
+        """One timing on the backend, its hardware time charged to the campaign clock as it ends;
+        ``baseline``: the seed or its lowering (``Kernel.is_baseline``)."""
+        report = await self.ctx.backend.evaluate(
+            source, submission_id=submission_id, secret_seed=secret_seed, baseline=baseline
+        )
         await anyio.sleep(report.duration_s)
         return report
 
@@ -210,7 +216,8 @@ class EvaluatorAgent(Agent):
         """Time a recorded evaluation's kernel until it has ``wanted`` timings or fails; False when
         the deadline stopped it. Each run waits for the rate limit and is recorded as a start."""
         board, rank = self.board, self.rank
-        source = board.kernel(ev.kernel_id).source
+        kernel = board.kernel(ev.kernel_id)
+        source, baseline = kernel.source, kernel.is_baseline()
         recorded = False
         while (score := ev.report.passed_score()) is not None and (done := ev.report.timings()) < wanted:
             with anyio.move_on_at(self.ctx.clock.to_loop(self.ctx.clock.deadline)):
@@ -232,7 +239,7 @@ class EvaluatorAgent(Agent):
                 self._hint([source])
             self._current.append(source)
             try:
-                again = await self._timed(source, ev.submission_id, self._retime_seed(done))
+                again = await self._timed(source, ev.submission_id, self._retime_seed(done), baseline)
             finally:
                 self._current.remove(source)
             await self.act(rank)

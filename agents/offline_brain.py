@@ -19,6 +19,7 @@ import random
 from collections.abc import Callable
 
 from kernel_scientist.blackboard import metrics, source_hash
+from kernel_scientist.evaluator import rule_verdict
 
 from kernel_scientist import knowledge
 
@@ -140,13 +141,15 @@ class OfflineBrain:
         return Design(avenues=lines, plans=plans, chosen=chosen, why=why)
 
     def _new(self, plan: Plan, view: DesignView, written: set[str]) -> bool:
-        """Would this plan produce a kernel nobody has written yet? (Evaluations are scarce and an
-        engineer's hour is not free: a plan whose result already exists is no experiment.)"""
+        """Would this plan produce a kernel nobody has written yet, that the static rules let
+        through? (Evaluations are scarce and an engineer's hour is not free: a plan whose result
+        already exists is no experiment, nor one the critic must send back, as every rewrite of
+        a lowering that keeps a library matmul would be under ``evaluator.own_kernel``.)"""
         try:
             source = self.catalogue[plan.technique].rewrite(view.base_source, dict(plan.params), view.reference_source)
         except knowledge.NotApplicable:
             return False
-        return source_hash(source) not in written
+        return source_hash(source) not in written and rule_verdict(source, own_kernel=view.own_kernel) is None
 
     # ---- engineer: the transformation ------------------------------------------------------
     async def implement(self, view: ImplementView) -> Draft:

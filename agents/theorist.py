@@ -168,6 +168,7 @@ class Theorist(Agent):
             failures=failures(board),
             task=task_view(task, self.ctx.scenario.evaluator.own_kernel),
             evaluations_left=self.starts_left(),
+            own_kernel=self.ctx.scenario.evaluator.own_kernel,
         )
         design = await self.ask(f"design for selection {sel.id}", self.ctx.brain.design, view)
         if design is None:  # the selection stays open: the next attempt comes after a think

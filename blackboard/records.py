@@ -417,6 +417,12 @@ class Kernel(msgspec.Struct, frozen=True):
         """The campaign's starting kernel (the user's submission), every speed-up's baseline."""
         return self.author == SEED_AUTHOR
 
+    def is_baseline(self) -> bool:
+        """The seed or its lowering by Inductor: where the campaign starts, not a kernel it wrote.
+        The policy on what a kernel may call (``evaluator.own_kernel``) does not bind these: a
+        user's PyTorch seed of a matrix product is the point of the campaign, not a breach."""
+        return self.author in (SEED_AUTHOR, LOWERED_AUTHOR)
+
 
 class SelectionState(enum.StrEnum):
     OPEN = "open"  # waiting for the theorist

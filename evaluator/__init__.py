@@ -15,7 +15,7 @@ Layers inside: ``model`` and ``sandbox`` never import ``backends``; ``model`` im
 ``sandbox`` (a test says so). The evaluator depends on ``blackboard`` only, for its records.
 """
 
-from kernel_scientist.evaluator._rules import RuleFinding, rules_text, static_findings
+from kernel_scientist.evaluator._rules import RuleFinding, rule_verdict, rules_text, static_findings
 from kernel_scientist.evaluator._task import Task, TaskError, TaskMeta, geomean, load_task
 from kernel_scientist.evaluator._wire import Launch, TensorArg, TorchOp
 from kernel_scientist.evaluator.backends import (
@@ -59,6 +59,7 @@ __all__ = [
     "join_cluster",
     "load_task",
     "make_backend",
+    "rule_verdict",
     "rules_text",
     "spec_for",
     "speed_of_light_us",

@@ -664,8 +664,10 @@ def check_failure(ref: ModuleType, data: object, output: object) -> str | None:
 
 
 def tensor_bytes(t: torch.Tensor) -> torch.Tensor:
-    """A tensor's bytes in logical order, for bit-exact comparison (flatten first: size-1 dims can
-    keep odd strides)."""
+    """A tensor's bytes in logical order, for bit-exact comparison. Copied into a fresh 1-D
+    tensor: ``contiguous()`` keeps the odd stride of a size-1 dimension (a row of
+    ``(x @ w)[:, 0]``), which a byte view refuses."""
     import torch
 
-    return t.flatten().contiguous().view(torch.uint8)
+    flat = torch.empty(t.numel(), dtype=t.dtype, device=t.device)
+    return flat.copy_(t.reshape(-1)).view(torch.uint8)

@@ -59,3 +59,14 @@ def test_the_public_surface_is_declared():
     assert set(evaluator.__all__) == expected
     assert all(hasattr(evaluator, name) for name in expected)
     assert {"mi300x", "h200", "h100"} <= set(evaluator.DEVICES)
+
+
+def test_an_output_view_with_an_odd_stride_is_compared_by_its_bytes():
+    """A row of ``(x @ w)[:, 0]`` with one row: shape (1,), stride (2,), which contiguous()
+    keeps (a size-1 dimension counts as contiguous) and a byte view refuses."""
+    import torch
+    from kernel_scientist.evaluator._task import tensor_bytes
+
+    view = (torch.ones(1, 7) @ torch.ones(7, 2))[:, 0]
+    assert view.stride() == (2,) and view.is_contiguous()
+    assert tensor_bytes(view).tolist() == list(torch.tensor([7.0]).view(torch.uint8).tolist())

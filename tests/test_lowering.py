@@ -270,6 +270,39 @@ def test_a_campaign_whose_seed_inductor_cannot_lower_starts_from_it_alone(tmp_pa
     assert "nothing left to try" in texts[-1]  # and, with nothing to rewrite, it ends early
 
 
+def test_a_seed_that_calls_a_library_matmul_is_the_campaigns_baseline_not_a_breach(tmp_path):
+    """The policy on what a kernel may call (evaluator.own_kernel, on in a campaign) binds the
+    kernels the campaign writes. The seed, a user's PyTorch code with a matrix product, and its
+    lowering (which keeps torch.mm) are where it starts: both are evaluated. No technique of the
+    offline catalogue replaces the library call, so every rewrite of the lowering would break the
+    policy: none is planned, and the campaign ends early saying why."""
+    folder = tmp_path / "problems" / "rowstats"
+    shutil.copytree(PROBLEMS / "rowstats", folder)
+    for shared in ("utils.py", "eval.py"):
+        shutil.copy(PROBLEMS / shared, folder.parent / shared)
+    (folder / "seed_mm.py").write_text(
+        "import torch\n\n\ndef custom_kernel(x):\n"
+        "    ones = torch.ones(x.shape[1], 2, device=x.device, dtype=x.dtype)\n"
+        "    return (x @ ones)[:, 0], x.amax(dim=1)\n"
+    )
+    from kernel_scientist.blackboard import LOWERED_AUTHOR, open_existing
+    from kernel_scientist.evaluator import rule_verdict
+
+    done, db = _campaign(tmp_path, folder, "seed_mm.py")
+    assert done.returncode == 0, done.stderr[-3000:]
+    with open_existing(db) as board:
+        kernels = board.kernels()
+        evals = {e.kernel_id: e for e in board.evaluations()}
+        texts = [m.text for m in board.messages() if m.agent == "runner"]
+    seed, lowered = kernels[:2]
+    assert lowered.author == LOWERED_AUTHOR and "torch.mm(" in lowered.source
+    for kernel in (seed, lowered):  # each breaks the policy, and each was evaluated, and passed
+        assert rule_verdict(kernel.source, own_kernel=True) is not None
+        assert evals[kernel.id].report.passed(), evals[kernel.id].report.reason
+    assert len(kernels) == 2  # no rewrite was planned that the critic would have to send back
+    assert "nothing left to try" in texts[-1]
+
+
 def test_a_lowering_that_outlasts_its_limit_is_cut_and_said_once(tmp_path):
     """A seed that passes its check but whose tracing hangs: Inductor's process is killed at
     campaign.lower_timeout_s and the campaign goes on from the seed alone."""

@@ -158,7 +158,7 @@ class LocalBackend:
         if self._spares is not None:
             self._spares.close()
 
-    async def prescreen(self, source: str) -> EvalReport:
+    async def prescreen(self, source: str, *, baseline: bool = False) -> EvalReport:
         """Static rules and a syntax check only. The CPU interpreter is not a faithful stand-in for
         every Triton version a GPU machine may have (triton 3.6's interpreter rejects the seed's
         tensor-bounded ``range``, which compiles fine), and a pre-screen on the GPU would cost as
@@ -167,7 +167,7 @@ class LocalBackend:
             compile(source, "submission.py", "exec")
         except SyntaxError as exc:
             return self.report(Outcome.COMPILE_ERROR, f"syntax error at line {exc.lineno}: {exc.msg}", 0, 0)
-        rejected = rule_verdict(source, own_kernel=self.own_kernel)
+        rejected = rule_verdict(source, own_kernel=self.own_kernel and not baseline)
         if rejected:
             return self.report(Outcome.REJECTED_BY_RULE, rejected, 0, 0)
         return self.report(Outcome.PASSED, "static rules and syntax clean", 0, 0)
@@ -200,18 +200,22 @@ class LocalBackend:
         """Time the task's own PyTorch reference on the first GPU (the leaderboard's anchor)."""
         return self._evaluate_on(self.gpus[0], "", 0, 0, reference=True)
 
-    async def evaluate(self, source: str, *, submission_id: int = 0, secret_seed: int = 0) -> EvalReport:
-        rejected = rule_verdict(source, own_kernel=self.own_kernel)
+    async def evaluate(
+        self, source: str, *, submission_id: int = 0, secret_seed: int = 0, baseline: bool = False
+    ) -> EvalReport:
+        rejected = rule_verdict(source, own_kernel=self.own_kernel and not baseline)
         if rejected:
             return self.report(Outcome.REJECTED_BY_RULE, rejected, submission_id, secret_seed)
         async with self._slots:
             gpu = self._free.pop(0)
             try:
-                return await anyio.to_thread.run_sync(self._evaluate_on, gpu, source, submission_id, secret_seed)
+                return await anyio.to_thread.run_sync(
+                    self._evaluate_on, gpu, source, submission_id, secret_seed, False, baseline
+                )
             finally:
                 self._free.append(gpu)
 
-    async def profile(self, source: str, shape: int, *, secret_seed: int = 0) -> Profile:
+    async def profile(self, source: str, shape: int, *, secret_seed: int = 0, baseline: bool = False) -> Profile:
         """One call of ``source`` on ranked shape number ``shape`` under Nsight Compute, on one of
         the GPUs (``Profiles``): the same sandboxed harness process, its tests checked first, then
         a checked warm-up call and the profiled call (evaluator/sandbox/_ncu.py). Never raises for
@@ -223,13 +227,13 @@ class LocalBackend:
         async with self._slots:
             gpu = self._free.pop(0)
             try:
-                return await anyio.to_thread.run_sync(self._profile_on, gpu, ncu, source, shape, secret_seed)
+                return await anyio.to_thread.run_sync(self._profile_on, gpu, ncu, source, shape, secret_seed, baseline)
             finally:
                 self._free.append(gpu)
 
-    def _profile_on(self, gpu: str, ncu: str, source: str, shape: int, secret_seed: int) -> Profile:
+    def _profile_on(self, gpu: str, ncu: str, source: str, shape: int, secret_seed: int, baseline: bool) -> Profile:
         target = self.task.benchmarks[shape]
-        req = msgspec.structs.replace(self.request(source, secret_seed), profile_shape=shape)
+        req = msgspec.structs.replace(self.request(source, secret_seed, baseline=baseline), profile_shape=shape)
         with tempfile.TemporaryDirectory(prefix="ks-ncu-") as folder:
             log = Path(folder) / "ncu.csv"  # the candidate could write here too: a profile is evidence only
             run = HarnessProcess(gpu, self.device, prefix=_ncu.command(ncu, log)).serve(
@@ -246,18 +250,30 @@ class LocalBackend:
 
     # ---- one candidate in one fresh process -------------------------------------------------
     def _evaluate_on(
-        self, gpu: str, source: str, submission_id: int, secret_seed: int, reference: bool = False
+        self,
+        gpu: str,
+        source: str,
+        submission_id: int,
+        secret_seed: int,
+        reference: bool = False,
+        baseline: bool = False,
     ) -> EvalReport:
-        req = self.request(source, secret_seed, reference=reference)
+        req = self.request(source, secret_seed, reference=reference, baseline=baseline)
         process = self._spares.take(gpu, source) if self._spares is not None else None
         run = run_harness(req, gpu, self.timeout_s, self.output_limit, process)
         return self.judge(run, submission_id, secret_seed, self._here())
 
     def request(
-        self, source: str, secret_seed: int, reference: bool = False, spec: DeviceSpec | None = None
+        self,
+        source: str,
+        secret_seed: int,
+        reference: bool = False,
+        spec: DeviceSpec | None = None,
+        baseline: bool = False,
     ) -> GpuRequest:
         """What the harness process is sent: the task's shapes with their seeds mixed with the
-        secret seed here, in the trusted parent (the candidate never sees the secret)."""
+        secret seed here, in the trusted parent (the candidate never sees the secret). The policy
+        on what a kernel may call binds neither the task's reference nor a ``baseline``."""
 
         def mixed(s: Shape) -> Shape:
             return s.with_seed(mix_seed(s.seed, secret_seed))
@@ -275,7 +291,7 @@ class LocalBackend:
             l2_flush_bytes=l2_flush_bytes(spec or self.spec),
             device=self.device,
             meta=self.task.meta,
-            own_kernel=self.own_kernel and not reference,
+            own_kernel=self.own_kernel and not reference and not baseline,
             compile_workers=self.compile_workers,
         )
 

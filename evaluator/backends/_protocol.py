@@ -39,11 +39,15 @@ class Backend(Protocol):
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None: ...
 
-    async def evaluate(self, source: str, *, submission_id: int = 0, secret_seed: int = 0) -> EvalReport:
-        """The full judgement: correctness on the task's tests, then the ranked shapes' times."""
+    async def evaluate(
+        self, source: str, *, submission_id: int = 0, secret_seed: int = 0, baseline: bool = False
+    ) -> EvalReport:
+        """The full judgement: correctness on the task's tests, then the ranked shapes' times.
+        ``baseline``: the campaign's seed or its lowering, where it starts from: the policy on
+        what a kernel may call (``own_kernel``) binds the kernels a campaign writes, not those."""
         ...
 
-    async def prescreen(self, source: str) -> EvalReport:
+    async def prescreen(self, source: str, *, baseline: bool = False) -> EvalReport:
         """A cheap check before an evaluation is spent (never reaches the scarce service)."""
         ...
 
@@ -81,7 +85,7 @@ class Profiles(Protocol):
     on one ranked shape under a profiler, read into a ``Profile`` (evaluator/sandbox/_ncu.py).
     Never raises for the candidate's or the tool's sake: a Profile without launches says why."""
 
-    async def profile(self, source: str, shape: int, *, secret_seed: int = 0) -> Profile: ...
+    async def profile(self, source: str, shape: int, *, secret_seed: int = 0, baseline: bool = False) -> Profile: ...
 
 
 class BackendUnavailable(Exception):

@@ -279,8 +279,8 @@ class RayBackend:
             pass  # shutting down would wait on the dead head: the command ends the process (cli.py)
 
     # ---- the backend's interface (the same as the local backend's) -------------------------
-    async def prescreen(self, source: str) -> EvalReport:
-        return await self._parent.prescreen(source)
+    async def prescreen(self, source: str, *, baseline: bool = False) -> EvalReport:
+        return await self._parent.prescreen(source, baseline=baseline)
 
     def prepare(self, sources: list[str]) -> None:
         """The cluster's workers start their own harness processes: nothing is compiled ahead."""
@@ -295,13 +295,17 @@ class RayBackend:
         req = self._parent.request("", 0, reference=True)
         return anyio.run(self._attempts, req, 0, 0, backend="trio")
 
-    async def evaluate(self, source: str, *, submission_id: int = 0, secret_seed: int = 0) -> EvalReport:
-        rejected = rule_verdict(source, own_kernel=self._parent.own_kernel)
+    async def evaluate(
+        self, source: str, *, submission_id: int = 0, secret_seed: int = 0, baseline: bool = False
+    ) -> EvalReport:
+        rejected = rule_verdict(source, own_kernel=self._parent.own_kernel and not baseline)
         if rejected:
             return self._parent.report(
                 Outcome.REJECTED_BY_RULE, rejected, submission_id, secret_seed, where=self._cluster(), backend="ray"
             )
-        return await self._attempts(self._parent.request(source, secret_seed), submission_id, secret_seed)
+        return await self._attempts(
+            self._parent.request(source, secret_seed, baseline=baseline), submission_id, secret_seed
+        )
 
     async def _attempts(self, req: GpuRequest, submission_id: int, secret_seed: int) -> EvalReport:
         """One evaluation: re-submitted when its node or worker dies, judged here once."""

@@ -181,18 +181,20 @@ class SimulatedBackend:
             self._compile_cache.cleanup()
 
     # -- the interface ---------------------------------------------------------------------------
-    async def evaluate(self, source: str, *, submission_id: int = 0, secret_seed: int = 0) -> EvalReport:
+    async def evaluate(
+        self, source: str, *, submission_id: int = 0, secret_seed: int = 0, baseline: bool = False
+    ) -> EvalReport:
         """Check on the task's check shapes, then time the ranked shapes with the model.
         Blocking on purpose (module docstring)."""
         self._secret_seed = secret_seed
-        return self._run("evaluate", source, submission_id, secret_seed)
+        return self._run("evaluate", source, submission_id, secret_seed, self.own_kernel and not baseline)
 
-    async def prescreen(self, source: str) -> EvalReport:
+    async def prescreen(self, source: str, *, baseline: bool = False) -> EvalReport:
         """Rules, import and the smallest check shape, the evaluation's own checks on it: its
         launches recorded again on meta inputs must match (rule meta_consistency), and it is run
         once more after that (correct first, wrong later); no timing. duration_s is 0: it is a
         local pre-screen that never reaches the (simulated) service."""
-        return self._run("prescreen", source, 0, 0)
+        return self._run("prescreen", source, 0, 0, self.own_kernel and not baseline)
 
     def prepare(self, sources: list[str]) -> None:
         """Nothing to compile ahead here (the Backend protocol's hint)."""
@@ -277,15 +279,18 @@ class SimulatedBackend:
             compile_stats=list(compile_stats),
         )
 
-    def _run(self, mode: Mode, source: str, submission_id: int, secret_seed: int) -> EvalReport:
+    def _run(self, mode: Mode, source: str, submission_id: int, secret_seed: int, policy: bool) -> EvalReport:
+        """``policy``: the rules on what the kernel may call apply (``own_kernel``, not a baseline)."""
         prov = self._provenance(submission_id, secret_seed)
-        rejected = rule_verdict(source, own_kernel=self.own_kernel)
+        rejected = rule_verdict(source, own_kernel=policy)
         if rejected:
             return self._report(mode, Outcome.REJECTED_BY_RULE, rejected, prov, [], 0.0)
-        request = self._request(mode, source, secret_seed)
+        request = self._request(mode, source, secret_seed, policy)
         checks = request.check
         if mode == "prescreen" and self._secret_seed is not None:  # a pre-screened kernel is usually evaluated
-            self._pool.expect(self._request("evaluate", source, self._secret_seed), self.timeout_s, self.output_limit)
+            self._pool.expect(
+                self._request("evaluate", source, self._secret_seed, policy), self.timeout_s, self.output_limit
+            )
         job = self._pool.run(request, self.timeout_s, self.output_limit)
         failed = self._failure(job)
         if failed is not None:
@@ -337,7 +342,7 @@ class SimulatedBackend:
             )
         return self._timed(result, prov, checks, submission_id, secret_seed)
 
-    def _request(self, mode: Mode, source: str, secret_seed: int) -> ChildRequest:
+    def _request(self, mode: Mode, source: str, secret_seed: int, policy: bool) -> ChildRequest:
         """The child's request. A pre-screen is the child's evaluation without ranked shapes, on the
         smallest check shape: that shape's launches are then probed on meta inputs (the largest
         check shape's are, in the evaluation), so that a kernel our own rule meta_consistency
@@ -355,7 +360,7 @@ class SimulatedBackend:
             device=self.device.name,
             mem_limit_mb=self.mem_limit_mb,
             meta=self.task.meta,
-            own_kernel=self.own_kernel,
+            own_kernel=policy,
             compile_cache=self._compile_cache.name if self._compile_cache is not None else "",
             compile_by_s=0.6 * self.timeout_s,
         )
