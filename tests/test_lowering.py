@@ -273,9 +273,9 @@ def test_a_campaign_whose_seed_inductor_cannot_lower_starts_from_it_alone(tmp_pa
 def test_a_seed_that_calls_a_library_matmul_is_the_campaigns_baseline_not_a_breach(tmp_path):
     """The policy on what a kernel may call (evaluator.own_kernel, on in a campaign) binds the
     kernels the campaign writes. The seed, a user's PyTorch code with a matrix product, and its
-    lowering (which keeps torch.mm) are where it starts: both are evaluated. No technique of the
-    offline catalogue replaces the library call, so every rewrite of the lowering would break the
-    policy: none is planned, and the campaign ends early saying why."""
+    lowering (which keeps torch.mm) are where it starts: both are evaluated. Every kernel the
+    campaign writes keeps the policy: the offline brain plans no rewrite the rules would send
+    back, and library_mm puts the product in a Triton kernel of the file."""
     folder = tmp_path / "problems" / "rowstats"
     shutil.copytree(PROBLEMS / "rowstats", folder)
     for shared in ("utils.py", "eval.py"):
@@ -299,8 +299,10 @@ def test_a_seed_that_calls_a_library_matmul_is_the_campaigns_baseline_not_a_brea
     for kernel in (seed, lowered):  # each breaks the policy, and each was evaluated, and passed
         assert rule_verdict(kernel.source, own_kernel=True) is not None
         assert evals[kernel.id].report.passed(), evals[kernel.id].report.reason
-    assert len(kernels) == 2  # no rewrite was planned that the critic would have to send back
-    assert "nothing left to try" in texts[-1]
+    written = kernels[2:]
+    assert written and all(rule_verdict(k.source, own_kernel=True) is None for k in written)
+    assert any("_ks_mm_kernel" in k.source for k in written)
+    assert texts[-1].startswith("campaign over")
 
 
 def test_a_lowering_that_outlasts_its_limit_is_cut_and_said_once(tmp_path):

@@ -21,6 +21,7 @@ from kernel_scientist.knowledge.techniques.any_kernel.cache_hints import CacheHi
 from kernel_scientist.knowledge.techniques.any_kernel.fallback import DropFallback
 from kernel_scientist.knowledge.techniques.any_kernel.fusion import FuseLaunches
 from kernel_scientist.knowledge.techniques.any_kernel.launch import BlockSize, LaunchStages, LaunchWarps
+from kernel_scientist.knowledge.techniques.any_kernel.library_mm import LibraryMatmul
 from kernel_scientist.knowledge.techniques.any_kernel.rows import RowsPerProgram
 from kernel_scientist.knowledge.techniques.any_kernel.scan import BlockScan
 from kernel_scientist.knowledge.techniques.any_kernel.tuning import PerShapeTuning
@@ -78,6 +79,7 @@ _CLASSES = (
     DropFallback,
     FuseLaunches,
     BlockScan,
+    LibraryMatmul,
     DirectLaunch,
 )
 # Plain retuning of one constant is tried alone (as compound's own list says for the GEMM tunables).

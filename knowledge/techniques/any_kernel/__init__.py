@@ -3,5 +3,6 @@ kernels, launches and the constants behind them): block-size constants and the l
 ``num_warps`` and ``num_stages`` (``launch``), elements per thread of an elementwise kernel
 (``vector``), per-shape tuning inside the submission (``tuning``), cache and eviction hints
 (``cache_hints``), rows per program and a persistent grid (``rows``), dropping a PyTorch
-fallback (``fallback``), two elementwise launches fused into one (``fusion``), and a one-program
-looping 1-D scan made block-parallel (``scan``)."""
+fallback (``fallback``), two elementwise launches fused into one (``fusion``), a one-program
+looping 1-D scan made block-parallel (``scan``), and a library matrix product made a Triton
+kernel of the file (``library_mm``)."""
