@@ -51,9 +51,9 @@ def test_the_public_surface_is_declared():
     expected = set(
         (
             "ClusterError ClusterLost DEVICES Backend BackendUnavailable DeviceSpec Launch LocalBackend "
-            "MODEL_VERSION RayBackend RuleFinding SandboxError SimulatedBackend StartsInBackground Task TaskError TaskMeta "
-            "TensorArg TorchOp geomean join_cluster load_task make_backend spec_for speed_of_light_us "
-            "static_findings"
+            "MODEL_VERSION Profiles RayBackend RuleFinding SandboxError SimulatedBackend StartsInBackground Task "
+            "TaskError TaskMeta TensorArg TorchOp geomean join_cluster load_task make_backend rule_verdict rules_text "
+            "spec_for speed_of_light_us static_findings"
         ).split()
     )
     assert set(evaluator.__all__) == expected
