@@ -110,8 +110,8 @@ from kernel_scientist.evaluator.backends._simulated import SimulatedBackend
 db, leader, mode = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 evaluate = SimulatedBackend.evaluate
 
-async def patched(self, source, *, submission_id=0, secret_seed=0):
-    report = await evaluate(self, source, submission_id=submission_id, secret_seed=secret_seed)
+async def patched(self, source, *, submission_id=0, secret_seed=0, baseline=False):
+    report = await evaluate(self, source, submission_id=submission_id, secret_seed=secret_seed, baseline=baseline)
     if submission_id != leader:
         return report
     if mode == "hang":
