@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from triton.runtime.interpreter import _get_np_dtype  # imported once, not per access
 
 _SPANS: contextvars.ContextVar[tuple[str, list[tuple[int, int, str]]] | None] = contextvars.ContextVar(
     "ks_launch_spans", default=None
@@ -68,8 +69,6 @@ def _check(kind: str, ptrs: Any, mask: Any | None) -> None:
         addresses = addresses[np.asarray(mask.data, dtype=bool)]
     if addresses.size == 0:
         return
-    from triton.runtime.interpreter import _get_np_dtype
-
     width = np.dtype(_get_np_dtype(ptrs.get_element_ty())).itemsize
     low, high = int(addresses.min()), int(addresses.max()) + width
     if any(start <= low and high <= end for start, end, _ in spans):
