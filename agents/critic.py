@@ -55,6 +55,12 @@ class Critic(Agent):
     def _drafts(self) -> list[Kernel]:
         return self.board.kernels(KernelState.DRAFT)
 
+    def _lowered_from(self, seed: Kernel | None) -> str:
+        """What a lowering by Inductor was made of: the seed once it passed its check, else the
+        folder's reference in its place (the campaign runner's rule, ``seed_to_lower``)."""
+        evaluation = self.board.evaluation_for(seed.id) if seed is not None else None
+        return "the seed" if evaluation is not None and evaluation.report.passed() else "the folder's reference"
+
     # ---- before: review -----------------------------------------------------------------
     async def review(self, kernel: Kernel) -> None:
         board = self.board
@@ -116,7 +122,7 @@ class Critic(Agent):
         if hyp is None and approve:
             value = SEED_PRIORITY
             reasons = [
-                "the seed lowered by Inductor, queued first; static rules clean"
+                f"{self._lowered_from(base)} lowered by Inductor, queued first; static rules clean"
                 + ("; pre-screen passed" if prescreen is not None else "")
                 if lowered
                 else "the seed: every prediction's baseline, queued first; static rules clean"

@@ -37,6 +37,7 @@ class CampaignConfig(_Strict, frozen=True):
     seed_file: str = ""
     # A seed with no kernel of its own (plain PyTorch) is lowered by Inductor once it has passed
     # its check, and the lowered Triton kernel evaluated: the catalogue's techniques need Triton.
+    # A seed that fails (any seed) gives way to the folder's reference, lowered the same way.
     lower_seed: bool = True
     lower_timeout_s: Positive = 120.0  # wall seconds Inductor may take; past them, the seed alone
     seed: Annotated[int, msgspec.Meta(ge=0)] = 1

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
+import msgspec
 import trio.testing
 from anyio.abc import TaskStatus
 
@@ -54,7 +55,6 @@ from kernel_scientist.blackboard import (
     BlackboardError,
     Campaign,
     EvalReport,
-    Evaluation,
     HypothesisState,
     Kernel,
     KernelState,
@@ -379,49 +379,75 @@ def _open_board(
     return board
 
 
-NOT_LOWERED = "was not lowered"  # in the runner's line on a seed it decided not to lower
+NOT_LOWERED = "was not lowered"  # in the runner's line on a seed (or reference) it decided not to lower
 
 
-def seed_to_lower(board: Blackboard, scenario: Scenario) -> tuple[Kernel, Evaluation] | None:
-    """The seed and its evaluation when the seed is due to be lowered now: a campaign with
-    ``campaign.lower_seed`` whose seed has no Triton kernel of its own has evaluated it, and the
-    runner has neither lowered it nor said why not. A function of the blackboard alone, so a
-    campaign killed while lowering lowers on resume."""
+class Lowering(msgspec.Struct, frozen=True):
+    """What the runner is due to lower: the seed, a PyTorch one that passed its check; or, when
+    the seed failed (``failed`` says how), the folder's reference in its place."""
+
+    seed: Kernel
+    failed: str = ""  # "failed its check (wrong_output)", "was sent back by the critic"; "" = passed
+
+
+def seed_fate(board: Blackboard, seed: Kernel) -> str | None:
+    """None while the seed awaits its result; "" once it passed its check; else how it failed."""
+    evaluation = board.evaluation_for(seed.id)
+    if evaluation is not None:
+        report = evaluation.report
+        return "" if report.passed() else f"failed its check ({report.outcome})"
+    return "was sent back by the critic" if seed.state == KernelState.REJECTED else None
+
+
+def seed_to_lower(board: Blackboard, scenario: Scenario) -> Lowering | None:
+    """What is due to be lowered now in a campaign with ``campaign.lower_seed``: once the seed has
+    its result, the seed if it passed and has no Triton kernel of its own, the folder's reference
+    if it failed (whatever its kernel), unless the runner has already lowered one or said why it
+    did not. A function of the blackboard alone, so a campaign killed while lowering lowers on
+    resume, and one resumed after it never lowers twice."""
     from kernel_scientist.knowledge.lowering import is_pytorch_only
 
-    kernels = board.kernels()
-    seed = next((k for k in kernels if k.is_seed()), None)
-    if not scenario.campaign.lower_seed or seed is None or not is_pytorch_only(seed.source):
+    seed = seed_kernel(board) if scenario.campaign.lower_seed else None
+    fate = None if seed is None else seed_fate(board, seed)
+    if seed is None or fate is None or (not fate and not is_pytorch_only(seed.source)):
         return None
-    if any(k.author == LOWERED_AUTHOR for k in kernels):
+    if any(k.author == LOWERED_AUTHOR for k in board.kernels()):
         return None
     if any(m.kernel_id == seed.id and NOT_LOWERED in m.text for m in board.messages(agent="runner")):
         return None
-    evaluation = board.evaluation_for(seed.id)
-    return None if evaluation is None else (seed, evaluation)
+    return Lowering(seed, fate)
 
 
-def lower(scenario: Scenario, task: Task, seed: Kernel, evaluation: Evaluation) -> tuple[Lowered | None, str]:
+def lower(scenario: Scenario, task: Task, due: Lowering) -> tuple[Lowered | None, str]:
     """The seed lowered by Inductor (in a process of its own, on this machine's device) when it
-    passed its check, and the runner's line on it: what it gave, or why there is none (the
-    campaign then goes on from the seed alone). A seed that failed is not lowered: the lowering
-    would copy its mistake into every kernel tuned from it."""
-    name = scenario.seed_path().name
-    if not evaluation.report.passed():
-        return None, (
-            f"{name} has no Triton kernel and {NOT_LOWERED}: it failed its check "
-            f"({evaluation.report.outcome}), and a lowering would copy the mistake"
-        )
-    from kernel_scientist.lower import LoweringError, lower_seed
+    passed its check, else the folder's reference (``lower_reference``): a failed seed is not
+    lowered, since the lowering would copy its mistake into every kernel tuned from it, while the
+    reference is correct by definition. Returns the lowering and the runner's line on it: what it
+    gave ("{id}" for the new kernel's), or why there is none (with a failed seed the campaign then
+    has nothing to build on and ends; with a passed one it goes on from the seed alone)."""
+    from kernel_scientist.lower import REFERENCE_NAME, LoweringError, lower_reference, lower_seed
 
+    name = scenario.seed_path().name
+    timeout_s = scenario.campaign.lower_timeout_s
     try:
-        lowered = lower_seed(task, seed.source, name, timeout_s=scenario.campaign.lower_timeout_s)
+        if due.failed:
+            lowered = lower_reference(task, timeout_s=timeout_s)
+        else:
+            lowered = lower_seed(task, due.seed.source, name, timeout_s=timeout_s)
     except LoweringError as exc:
+        if due.failed:
+            return None, f"{name} {due.failed} and the folder's {REFERENCE_NAME} {NOT_LOWERED} in its place: {exc}"
         return None, f"{name} has no Triton kernel and {NOT_LOWERED}: {exc}; the campaign goes on from it alone"
+    count = f"{len(lowered.kernels)} Triton kernel{'s' if len(lowered.kernels) != 1 else ''}"
     kept = f"; library calls kept: {', '.join(lowered.library_calls)}" if lowered.library_calls else ""
+    if due.failed:
+        return lowered, (
+            f"{name} {due.failed}: kernel {{id}} is the folder's {REFERENCE_NAME} lowered by Inductor "
+            f"({count}{kept}), the campaign's start in its place; " + lowered.provenance
+        )
     return lowered, (
         f"{name} has no Triton kernel and passed its check: kernel {{id}} is its lowering by Inductor "
-        f"({len(lowered.kernels)} Triton kernel{'s' if len(lowered.kernels) != 1 else ''}{kept}); " + lowered.provenance
+        f"({count}{kept}); " + lowered.provenance
     )
 
 
@@ -530,9 +556,11 @@ def stalled(board: Blackboard, scenario: Scenario) -> str | None:
     """Why no agent can make progress any more ("nothing left to try: ..."), or None while one
     can: while anything is queued, in flight or waiting in the pipeline (an open selection, a
     chosen or claimed plan, a kernel not yet judged or evaluated), while a kernel that passed is
-    not exhausted (the archivist would pick it), and while the leader lacks the timings the
-    evaluator re-times a leader to (it does so when a run starts). A leader whose re-timing
-    passed untimed keeps too few timings, and such a campaign runs to its deadline as before."""
+    not exhausted (the archivist would pick it), while a lowering is due (``seed_to_lower``: the
+    seed's, or the folder's reference when the seed failed), and while the leader lacks the
+    timings the evaluator re-times a leader to (it does so when a run starts). A leader whose
+    re-timing passed untimed keeps too few timings, and such a campaign runs to its deadline as
+    before."""
     if any(s.state == SelectionState.OPEN for s in board.selections()):
         return None
     if board.hypotheses(HypothesisState.CHOSEN, HypothesisState.CLAIMED):
@@ -549,6 +577,8 @@ def stalled(board: Blackboard, scenario: Scenario) -> str | None:
     passed = sorted({e.kernel_id for e in evals if e.report.passed_score() is not None})
     if any(k not in exhausted for k in passed):
         return None
+    if seed_to_lower(board, scenario) is not None:  # the lowering (of the seed or the reference) is a new base
+        return None
     if passed:
         return "nothing left to try: " + no_plan_text(scenario, [board.kernel(k) for k in passed])
     return "nothing to build on: " + _none_passed(board)
@@ -561,7 +591,8 @@ def _none_passed(board: Blackboard) -> str:
     assert seed is not None, "a campaign's blackboard holds its seed from the start"
     ev = board.evaluation_for(seed.id)
     if ev is not None:
-        fate = f"{ev.report.outcome}: {' '.join(ev.report.reason.split())[:160]}"
+        untimed = " untimed" if ev.report.passed() and ev.report.passed_score() is None else ""
+        fate = f"{ev.report.outcome}{untimed}: {' '.join(ev.report.reason.split())[:160]}"
     elif seed.state == KernelState.REJECTED:
         reasons = [r.reasons for r in board.reviews(seed.id) if not r.approved]
         fate = "sent back by the critic" + (f": {'; '.join(reasons[-1])[:160]}" if reasons else "")
@@ -569,7 +600,8 @@ def _none_passed(board: Blackboard) -> str:
         fate = str(seed.state)
     others = len(board.kernels()) - 1
     rest = f"; nor did any of the {others} kernels after it" if others else ""
-    return f"no kernel passed an evaluation (the seed, kernel {seed.id}, {fate}{rest})"
+    timed = " with a time" if any(e.report.passed() for e in board.evaluations()) else ""  # some passed untimed
+    return f"no kernel passed an evaluation{timed} (the seed, kernel {seed.id}, {fate}{rest})"
 
 
 class _Runner(Agent):
@@ -616,37 +648,38 @@ class _Runner(Agent):
         )
 
     async def _lower_seed(self) -> None:
-        """Lower the seed once it has passed its check (``seed_to_lower``, ``lower``) and add the
-        lowering as a draft for the critic, saying what it gave. The lowering is CPU work of up to
-        ``campaign.lower_timeout_s`` wall seconds: on the virtual clock it runs here, blocking,
-        so no campaign time passes (as a simulated evaluation's checks do); on the wall clock in a
-        worker thread, so the other agents go on meanwhile."""
+        """Lower what is due (``seed_to_lower``, ``lower``): the seed once it has passed its check,
+        or the folder's reference once it failed; add the lowering as a draft for the critic,
+        saying what it gave. The lowering is CPU work of up to ``campaign.lower_timeout_s`` wall
+        seconds: on the virtual clock it runs here, blocking, so no campaign time passes (as a
+        simulated evaluation's checks do); on the wall clock in a worker thread, so the other
+        agents go on meanwhile. Either way the runner judges ``stalled`` only after it."""
         if self.lowering_settled:
             return
-        due = seed_to_lower(self.board, self.ctx.scenario)
+        board, scenario = self.board, self.ctx.scenario
+        due = seed_to_lower(board, scenario)
         if due is None:  # settled once the seed has its result (every kernel is read until then)
-            board = self.board
-            self.lowering_settled = not self.ctx.scenario.campaign.lower_seed or any(
-                board.evaluation_for(k.id) is not None for k in board.kernels() if k.is_seed()
+            seed = seed_kernel(board)
+            self.lowering_settled = not scenario.campaign.lower_seed or (
+                seed is not None and seed_fate(board, seed) is not None
             )
             return
         self.lowering_settled = True
-        seed, evaluation = due
         if self.ctx.backend.simulated:
-            lowered, line = lower(self.ctx.scenario, self.ctx.task, seed, evaluation)
+            lowered, line = lower(scenario, self.ctx.task, due)
         else:
-            lowered, line = await anyio.to_thread.run_sync(lower, self.ctx.scenario, self.ctx.task, seed, evaluation)
+            lowered, line = await anyio.to_thread.run_sync(lower, scenario, self.ctx.task, due)
             await self.act()
         if lowered is None:
-            self.say("info", line, kernel_id=seed.id)
+            self.say("info", line, kernel_id=due.seed.id)
             return
-        kernel = self.board.add_kernel(
+        kernel = board.add_kernel(
             source=lowered.source,
             author=LOWERED_AUTHOR,
             at=self.now(),
             state=KernelState.DRAFT,
             summary=lowered.provenance,
-            parent_id=seed.id,
+            parent_id=due.seed.id,
         )
         self.say("info", line.replace("{id}", str(kernel.id)), kernel_id=kernel.id)
 

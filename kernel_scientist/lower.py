@@ -2,7 +2,8 @@
 
 The capture (``evaluator.sandbox``: Inductor's code generation, in a process of its own) and the
 rewrite into a standalone submission (``knowledge.lowering``) meet here, where both layers are
-visible; ``lower`` and a campaign whose seed has no Triton kernel use it.
+visible; ``lower`` and a campaign whose seed has no Triton kernel use it, and a campaign whose seed
+failed its check lowers the folder's reference instead (``reference_seed``).
 """
 
 from __future__ import annotations
@@ -10,9 +11,28 @@ from __future__ import annotations
 from kernel_scientist.blackboard.records import Shape
 from kernel_scientist.evaluator import Task
 from kernel_scientist.evaluator.sandbox import InductorCapture, InductorRequest, run_capture
-from kernel_scientist.knowledge.lowering import Lowered, LoweringError, Setting, standalone
+from kernel_scientist.knowledge.lowering import (
+    Lowered,
+    LoweringError,
+    Setting,
+    is_pytorch_only,
+    reference_submission,
+    standalone,
+)
 
-__all__ = ["Lowered", "LoweringError", "capture_seed", "example_shape", "from_capture", "lower_seed"]
+__all__ = [
+    "REFERENCE_NAME",
+    "Lowered",
+    "LoweringError",
+    "capture_seed",
+    "example_shape",
+    "from_capture",
+    "lower_reference",
+    "lower_seed",
+    "reference_seed",
+]
+
+REFERENCE_NAME = "reference.py"  # the seed name a lowering of the folder's reference goes by
 
 
 def example_shape(task: Task) -> Shape:
@@ -63,3 +83,19 @@ def from_capture(capture: InductorCapture) -> Lowered:
 def lower_seed(task: Task, source: str, seed_name: str = "submission.py", timeout_s: float = 300.0) -> Lowered:
     """``capture_seed`` made a standalone submission (``from_capture``)."""
     return from_capture(capture_seed(task, source, seed_name, timeout_s))
+
+
+def reference_seed(task: Task) -> str:
+    """The folder's reference.py as a PyTorch submission to lower (``reference_submission``, its
+    deterministic settings a no-op: Dynamo cannot trace them in one graph, and the lowering is
+    checked against the real reference like any candidate); LoweringError with one line when it
+    has no ref_kernel, needs more of the harness's utils, or has a kernel of its own."""
+    source = reference_submission(task.reference_source, deterministic=False)
+    if not is_pytorch_only(source):
+        raise LoweringError(f"{REFERENCE_NAME} has a kernel of its own (Triton or an extension), not PyTorch to lower")
+    return source
+
+
+def lower_reference(task: Task, timeout_s: float = 300.0) -> Lowered:
+    """The folder's reference lowered like a seed (``reference_seed``, ``lower_seed``)."""
+    return lower_seed(task, reference_seed(task), REFERENCE_NAME, timeout_s)

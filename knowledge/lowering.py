@@ -451,3 +451,61 @@ def is_pytorch_only(source: str) -> bool:
         isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "custom_kernel" for t in n.targets)
         for n in tree.body
     )
+
+
+# GPU MODE's utils.DeterministicContext, as the reference's ``with`` block uses it: cuDNN without
+# TF32 and deterministic, torch's deterministic algorithms, the previous settings back after.
+_DETERMINISTIC = '''
+class DeterministicContext:
+    """The reference's numerics: cuDNN without TF32, deterministic algorithms."""
+
+    def __enter__(self):
+        self.before = (torch.backends.cudnn.allow_tf32, torch.backends.cudnn.deterministic)
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cudnn.deterministic = True
+        torch.use_deterministic_algorithms(True)
+        return self
+
+    def __exit__(self, *exc):
+        torch.backends.cudnn.allow_tf32, torch.backends.cudnn.deterministic = self.before
+        torch.use_deterministic_algorithms(False)
+'''
+_NOT_A_KERNEL = {"generate_input", "check_implementation"}  # the reference's other duties
+
+
+def reference_submission(reference: str, deterministic: bool = True) -> str:
+    """A folder's ``reference.py`` as a submission: its ``ref_kernel`` as ``custom_kernel``, with the
+    helpers and constants it needs, without the input generator, the check and the harness's
+    ``utils`` (whose ``DeterministicContext`` is restated here). ``deterministic=False`` makes that
+    context a no-op, for the lowering: Dynamo cannot trace the settings it changes as one graph,
+    and the lowered kernel is checked against the real reference like any other. LoweringError
+    with one line when the reference has no ``ref_kernel`` or needs more of ``utils``."""
+    try:
+        tree = ast.parse(reference)
+    except SyntaxError as exc:
+        raise LoweringError(f"reference.py does not parse: {exc.msg} (line {exc.lineno})") from None
+    harness: set[str] = set()
+    body: list[ast.stmt] = []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module in {"utils", "reference", "eval"}:
+            harness.update(a.asname or a.name for a in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in _NOT_A_KERNEL:
+            continue
+        elif isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)):
+            body.append(node)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+            if not names & _NOT_A_KERNEL:
+                body.append(node)
+    if not any(isinstance(n, ast.FunctionDef) and n.name == "ref_kernel" for n in body):
+        raise LoweringError("reference.py defines no ref_kernel")
+    used = {n.id for stmt in body for n in ast.walk(stmt) if isinstance(n, ast.Name)} & harness
+    if used - {"DeterministicContext"}:
+        unknown = ", ".join(sorted(used - {"DeterministicContext"}))
+        raise LoweringError(f"reference.py's ref_kernel uses {unknown} of the harness's utils")
+    shim = ""
+    if "DeterministicContext" in used:
+        shim = _DETERMINISTIC if deterministic else "\nDeterministicContext = contextlib.nullcontext\n"
+    head = "import contextlib\nimport torch\n" if shim else ""
+    return head + shim + "\n" + ast.unparse(ast.Module(body=body, type_ignores=[])) + "\n\ncustom_kernel = ref_kernel\n"

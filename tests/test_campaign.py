@@ -119,13 +119,16 @@ def test_bad_seed_is_contained(tmp_path, name, body, reason):
         assert seed.state in (KernelState.REJECTED, KernelState.FAILED)
         said = " ".join(m.text for m in board.messages() if m.kernel_id == 1)
         assert reason in said
-        # A plain-PyTorch seed is lowered only once it passes: a failed one is not, in one line.
-        lowering = [m.text for m in board.messages() if "has no Triton kernel" in m.text]
-        assert lowering == [
-            f"submission.py has no Triton kernel and was not lowered: it failed its check ({seed_outcome(board)}), "
-            "and a lowering would copy the mistake"
-        ]
+        # A failed seed is not lowered (the lowering would copy its mistake): the folder's reference
+        # is tried in its place. This one finds its utils.py by its own file's path, which the
+        # lowering's process does not give it: refused in one line, and nothing is left to build on.
+        lowering = [m.text for m in board.messages() if m.agent == "runner" and "reference.py" in m.text]
+        assert len(lowering) == 1 and lowering[0].startswith(
+            f"submission.py failed its check ({seed_outcome(board)}) and the folder's reference.py "
+            "was not lowered in its place: "
+        ), lowering
         assert [k.author for k in board.kernels()] == ["seed"]
+        assert "nothing to build on" in board.messages()[-1].text
 
 
 def seed_outcome(board):

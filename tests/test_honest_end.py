@@ -12,6 +12,7 @@ it ends. A campaign that still has work (the smoke scenario) runs to its deadlin
 """
 
 import json
+import shutil
 
 from _support import ROOT, SCENARIOS, cli
 from kernel_scientist.blackboard import SelectionState, open_existing
@@ -148,3 +149,28 @@ def test_a_campaign_with_work_left_runs_to_its_deadline(tmp_path):
     assert any(m.text.startswith("deadline 1 h reached: nothing new starts") for m in messages)
     assert closing.text.startswith(("campaign over at its deadline, 1 h", "campaign over: deadline 1 h"))
     assert not any("nothing left to try" in m.text for m in messages)
+
+
+def test_a_seed_that_passes_untimed_is_named_so(tmp_path):
+    """A seed the simulated device cannot time (an op with no meta kernel: GPU MODE's histogram
+    seed calls torch.bincount) passes untimed; the end says no kernel has a time, not that none
+    passed."""
+    folder = tmp_path / "vecadd"
+    shutil.copytree(VECADD, folder)
+    for shared in VECADD.parent.iterdir():  # what its task.yml names with ../
+        if shared.is_file():
+            shutil.copy(shared, tmp_path)
+    seed = (folder / "solutions" / "correct" / "torch_add.py").read_text()
+    body = "    torch.bincount(torch.zeros(1, dtype=torch.long, device=a.device))  # no meta kernel\n"
+    untimed = "import torch\n" + seed.replace("    return ", body + "    return ", 1)
+    assert untimed != seed
+    (folder / "untimed.py").write_text(untimed)
+    scenario = _scenario(tmp_path, "untimed.py").read_text().replace(str(VECADD), str(folder))
+    (tmp_path / "untimed.toml").write_text(scenario)
+    db = tmp_path / "c.sqlite"
+    result = cli("run", str(tmp_path / "untimed.toml"), "--db", str(db), "--quiet")
+    assert result.returncode == 0, result.stderr[-3000:]
+    _, closing = _closing(db)
+    assert "nothing to build on: no kernel passed an evaluation with a time (the seed, kernel 1, passed untimed: " in (
+        closing.text
+    ), closing.text
