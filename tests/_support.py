@@ -144,4 +144,5 @@ ANY_KERNEL_SEEDS = {
     "inductor_reduction_lowered": (_ANY / "inductor_reduction", "lowered.py"),
     "grayscale": (_ANY / "grayscale", "submission.py"),
     "prefixscan_lowered": (_PROBLEMS / "prefixscan", "solutions/correct/inductor_cuda.py"),
+    "vectorsum_lowered": (_ANY / "vectorsum_lowered", "submission.py"),
 }

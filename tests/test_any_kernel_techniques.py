@@ -6,8 +6,8 @@ CPU interpreter, twice per shape (a second call takes what the first kept). The 
 seeds of tests/problems (vecadd, rowstats, stencil), the minimal relu folder of
 docs/problem-folders.md, its seed with PyTorch fallbacks and as two chained kernels, two modules
 in the form TorchInductor
-writes, and two that `kernel-scientist lower` wrote from PyTorch seeds (GPU MODE's grayscale, a
-row norm; tests/fixtures_any_kernel). Then each technique's own behaviour: what it
+writes, and three that `kernel-scientist lower` wrote from PyTorch seeds (GPU MODE's grayscale and
+vectorsum, a row norm; tests/fixtures_any_kernel). Then each technique's own behaviour: what it
 refuses and why, the per-shape tuner on a stand-in GPU, and the GEMM catalogue's any-kernel
 entries, which act on a user's GEMM kernel but never on the seed's regions.
 """
@@ -43,6 +43,7 @@ NEW = (
     "drop_fallback",
     "fuse_launches",
     "block_scan",
+    "split_reduction",
 )
 
 
@@ -561,10 +562,12 @@ def test_a_gemm_task_gets_the_any_kernel_entries_which_leave_the_seeds_regions_a
     for vendor in ("amd", "nvidia"):
         gemm = knowledge.catalogue(vendor)
         anyk = [t for t in gemm if "any" in t.kernels]
-        # All but block_scan (a matrix-product task has no cumsum to rewrite), and library_mm, which
-        # only a matrix-product task gets (tests/test_library_mm.py).
+        # All but block_scan and split_reduction (a matrix-product task has no cumsum or full
+        # reduction to rewrite), and library_mm, which only a matrix-product task gets
+        # (tests/test_library_mm.py).
         assert {t.name for t in anyk} == {"block_size", "launch_warps", "launch_stages", "library_mm", *NEW} - {
-            "block_scan"
+            "block_scan",
+            "split_reduction",
         }
         one_step = [
             item.rewrite(gemm_seed, dict(v.params))

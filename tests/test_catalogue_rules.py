@@ -7,7 +7,7 @@ the seed's regions, to a user's own fp8 GEMM, tests/fixtures_any_kernel/fp8_gemm
 any-kernel variant applied to the Triton seeds of the problem folders and of
 tests/fixtures_any_kernel (the docs' relu folder, its seed with PyTorch fallbacks and as two
 chained kernels, two modules
-in TorchInductor's form, and two that `kernel-scientist lower` wrote): each result passes the static rules and the simulated backend's
+in TorchInductor's form, and three that `kernel-scientist lower` wrote): each result passes the static rules and the simulated backend's
 pre-screen (its checks on the smallest shape, the launches recorded again on meta inputs, rule
 meta_consistency, and the re-check after that), or the technique says NotApplicable. A campaign
 then never sends back, nor spends an evaluation on, a kernel its own catalogue wrote wrongly. One

@@ -385,6 +385,7 @@ ANY_KERNEL = {
     "fuse_launches",
     "drop_fallback",
     "block_scan",
+    "split_reduction",
     "library_mm",
 }
 

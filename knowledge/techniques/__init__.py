@@ -22,6 +22,7 @@ from kernel_scientist.knowledge.techniques.any_kernel.fallback import DropFallba
 from kernel_scientist.knowledge.techniques.any_kernel.fusion import FuseLaunches
 from kernel_scientist.knowledge.techniques.any_kernel.launch import BlockSize, LaunchStages, LaunchWarps
 from kernel_scientist.knowledge.techniques.any_kernel.library_mm import LibraryMatmul
+from kernel_scientist.knowledge.techniques.any_kernel.reduce import SplitReduction
 from kernel_scientist.knowledge.techniques.any_kernel.rows import RowsPerProgram
 from kernel_scientist.knowledge.techniques.any_kernel.scan import BlockScan
 from kernel_scientist.knowledge.techniques.any_kernel.tuning import PerShapeTuning
@@ -79,6 +80,7 @@ _CLASSES = (
     DropFallback,
     FuseLaunches,
     BlockScan,
+    SplitReduction,
     LibraryMatmul,
     DirectLaunch,
 )

@@ -4,5 +4,6 @@ kernels, launches and the constants behind them): block-size constants and the l
 (``vector``), per-shape tuning inside the submission (``tuning``), cache and eviction hints
 (``cache_hints``), rows per program and a persistent grid (``rows``), dropping a PyTorch
 fallback (``fallback``), two elementwise launches fused into one (``fusion``), a one-program
-looping 1-D scan made block-parallel (``scan``), and a library matrix product made a Triton
-kernel of the file (``library_mm``)."""
+looping 1-D scan made block-parallel (``scan``), a one-program looping full reduction split over
+every SM (``reduce``), and a library matrix product made a Triton kernel of the file
+(``library_mm``)."""

@@ -499,3 +499,75 @@ def insert_helper(source: str, tree: ast.Module, helper: str, technique: str) ->
     at = max(n.end_lineno or n.lineno for n in imports)
     lines = source.splitlines(keepends=True)
     return "".join(lines[:at]) + helper + "".join(lines[at:])
+
+
+# -- a kernel and its one launch replaced by new kernels and launches -------------------------------
+
+
+def dead_constants(tree: ast.Module, site: Site) -> list[ast.Assign]:
+    """The module's ``NAME = <int>`` lines that the launch reads and nothing else does."""
+    passed = {v.id for v in site.keywords.values() if isinstance(v, ast.Name)}
+    launch = {id(n) for n in ast.walk(site.call)}
+    read = {
+        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in launch
+    }
+    out = []
+    for statement in tree.body:
+        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
+            continue
+        target = statement.targets[0]
+        one_line = statement.lineno == statement.end_lineno
+        if isinstance(target, ast.Name) and target.id in passed and target.id not in read and one_line:
+            if isinstance(statement.value, ast.Constant) and type(statement.value.value) is int:
+                out.append(statement)
+    return out
+
+
+class Rebuilt(NamedTuple):
+    """What replaces one kernel and its one launch: the new kernels' text, the launch's statements
+    (one a line, indented as the launch was), the module constants they read (lines of
+    ``NAME = value  # why``) and every name they introduce (none of which may be taken)."""
+
+    kernels: str
+    launch: list[str]
+    settings: str
+    names: set[str]
+
+
+def rebuild(source: str, tree: ast.Module, kernel: ast.FunctionDef, site: Site, new: Rebuilt, technique: str) -> str:
+    """``source`` with ``kernel`` and its launch ``site`` replaced by ``new``. The launch's own block
+    constants (Inductor's ``XBLOCK_0``, ``R0_BLOCK_0``) go with it where nothing else reads them
+    (a block_size form on a dead constant would waste an evaluation); the new constants take the
+    first one's place, under Inductor's note on the launch settings."""
+    taken = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    taken |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    if new.names & taken:
+        raise NotApplicable(f"{technique}: the names {', '.join(sorted(new.names & taken))} are taken")
+    name = kernel.name
+    statement = next((s for s in ast.walk(tree) if isinstance(s, ast.Expr) and s.value is site.call), None)
+    lines = source.splitlines(keepends=True)
+    if statement is None or lines[statement.lineno - 1][: statement.col_offset].strip():
+        raise NotApplicable(f"{technique}: {name}'s launch is not a statement on lines of its own")
+    end = statement.end_lineno or statement.lineno
+    if lines[end - 1].encode()[statement.end_col_offset or 0 :].strip():
+        raise NotApplicable(f"{technique}: {name}'s launch shares a line with other code")
+    indent = lines[statement.lineno - 1][: statement.col_offset]
+    first = min([kernel.lineno, *(d.lineno for d in kernel.decorator_list)])
+    last = kernel.end_lineno or kernel.lineno
+    edits = [
+        Edit(first, 0, last, len(lines[last - 1].rstrip("\n").encode()), new.kernels.strip("\n")),
+        Edit(
+            statement.lineno, statement.col_offset, end, statement.end_col_offset or 0, ("\n" + indent).join(new.launch)
+        ),
+    ]
+    constants = dead_constants(tree, site)
+    for index, constant in enumerate(constants):
+        edits.append(Edit(constant.lineno, 0, constant.lineno + 1, 0, new.settings if index == 0 else ""))
+    out = apply_edits(source, edits)
+    if not constants:
+        out = insert_helper(out, tree_of(out, technique), "\n\n" + new.settings, technique)
+    imported = {a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names if a.asname is None}
+    if "torch" not in imported:
+        out = insert_helper(out, tree_of(out, technique), "\nimport torch\n", technique)
+    tree_of(out, technique)
+    return out

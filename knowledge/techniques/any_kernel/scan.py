@@ -40,14 +40,13 @@ from kernel_scientist.blackboard.records import Param
 from kernel_scientist.knowledge._base import Form
 from kernel_scientist.knowledge._regions import NotApplicable
 from kernel_scientist.knowledge.techniques.any_kernel._syntax import (
-    Edit,
+    Rebuilt,
     Site,
     SyntaxTechnique,
-    apply_edits,
     calls,
     dotted,
-    insert_helper,
     kernels,
+    rebuild,
     refuse_gemm_regions,
     segment,
     sites,
@@ -343,9 +342,9 @@ def {name}_block_scan(in_ptr, out_ptr, totals_ptr, numel, BLOCK: tl.constexpr):
     tl.store(out_ptr + index, tl.where(block > 0, before + scanned, scanned), mask)'''
 
 
-def _launch_text(scan: _Scan, name: str, indent: str) -> str:
+def _launch_lines(scan: _Scan, name: str) -> list[str]:
     dtype = _TORCH_DTYPES[scan.conversions[-1]] if scan.conversions else f"{scan.source}.dtype"
-    lines = [
+    return [
         f"_ks_numel = {scan.numel}",
         f"_ks_blocks = max(1, triton.cdiv(_ks_numel, {BLOCK}))",
         f"_ks_totals = torch.empty(_ks_blocks, device={scan.source}.device, dtype={dtype})",
@@ -354,71 +353,15 @@ def _launch_text(scan: _Scan, name: str, indent: str) -> str:
         f"{name}_block_scan[(_ks_blocks,)]({scan.source}, {scan.target}, _ks_totals, _ks_numel, "
         f"BLOCK={BLOCK}, num_warps={_WARPS})",
     ]
-    return ("\n" + indent).join(lines)
 
 
 def _install(source: str, tree: ast.Module, name: str, scan: _Scan, technique: str) -> str:
     """``source`` with ``name``'s kernel and launch replaced by the three phases."""
-    taken = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-    taken |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-    new = {BLOCK, TOTALS_BLOCK, "_ks_numel", "_ks_blocks", "_ks_totals", *(f"{name}_{p}" for p in _PHASES)}
-    if new & taken:
-        raise NotApplicable(f"{technique}: the names {', '.join(sorted(new & taken))} are taken")
-    site, kernel = scan.site, scan.kernel
-    statement = next(
-        (s for s in ast.walk(tree) if isinstance(s, ast.Expr) and s.value is site.call),
-        None,
-    )
-    lines = source.splitlines(keepends=True)
-    if statement is None or lines[statement.lineno - 1][: statement.col_offset].strip():
-        raise NotApplicable(f"{technique}: {name}'s launch is not a statement on lines of its own")
-    end = statement.end_lineno or statement.lineno
-    if lines[end - 1].encode()[statement.end_col_offset or 0 :].strip():
-        raise NotApplicable(f"{technique}: {name}'s launch shares a line with other code")
-    indent = lines[statement.lineno - 1][: statement.col_offset]
-    first = min([kernel.lineno, *(d.lineno for d in kernel.decorator_list)])
-    last = kernel.end_lineno or kernel.lineno
-    edits = [
-        Edit(first, 0, last, len(lines[last - 1].rstrip("\n").encode()), _kernels_text(scan, name).lstrip("\n")),
-        Edit(
-            statement.lineno, statement.col_offset, end, statement.end_col_offset or 0, _launch_text(scan, name, indent)
-        ),
-    ]
-    # The launch's own block constants (Inductor's XBLOCK_0, R0_BLOCK_0) go with it where nothing
-    # else reads them: a block_size form on a dead constant would waste an evaluation. The new
-    # constants take the first one's place, under Inductor's note on the launch settings.
-    constants = _dead_constants(tree, site)
     settings = f"{BLOCK} = {_BLOCK_DEFAULT}  # elements per program of the block-parallel scan\n"
     settings += f"{TOTALS_BLOCK} = {_TOTALS_DEFAULT}  # block totals per step of its one-program phase\n"
-    for index, constant in enumerate(constants):
-        edits.append(Edit(constant.lineno, 0, constant.lineno + 1, 0, settings if index == 0 else ""))
-    out = apply_edits(source, edits)
-    if not constants:
-        out = insert_helper(out, tree_of(out, technique), "\n\n" + settings, technique)
-    imported = {a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names if a.asname is None}
-    if "torch" not in imported:
-        out = insert_helper(out, tree_of(out, technique), "\nimport torch\n", technique)
-    tree_of(out, technique)
-    return out
-
-
-def _dead_constants(tree: ast.Module, site: Site) -> list[ast.Assign]:
-    """The module's ``NAME = <int>`` lines that the launch reads and nothing else does."""
-    passed = {v.id for v in site.keywords.values() if isinstance(v, ast.Name)}
-    launch = {id(n) for n in ast.walk(site.call)}
-    read = {
-        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in launch
-    }
-    out = []
-    for statement in tree.body:
-        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
-            continue
-        target = statement.targets[0]
-        one_line = statement.lineno == statement.end_lineno
-        if isinstance(target, ast.Name) and target.id in passed and target.id not in read and one_line:
-            if isinstance(statement.value, ast.Constant) and type(statement.value.value) is int:
-                out.append(statement)
-    return out
+    names = {BLOCK, TOTALS_BLOCK, "_ks_numel", "_ks_blocks", "_ks_totals", *(f"{name}_{p}" for p in _PHASES)}
+    new = Rebuilt(_kernels_text(scan, name), _launch_lines(scan, name), settings, names)
+    return rebuild(source, tree, scan.kernel, scan.site, new, technique)
 
 
 class BlockScan(SyntaxTechnique):
