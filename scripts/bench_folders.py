@@ -1,6 +1,7 @@
 """Each folder's seed against what kernel-scientist and PyTorch make of it, evaluated by the local
 backend in one run: the best kernel of a fresh offline campaign from the seed (``--campaign-seconds``),
-the seed lowered by Inductor, the seed itself, and ``torch.compile`` of the seed (compile time excluded:
+the seed lowered by Inductor, the seed itself, and ``torch.compile`` of the folder's reference (its
+``ref_kernel``, the harness's deterministic settings included; compile time excluded:
 the harness's untimed warm-up call per shape compiles). With ``--eval-py``, the campaign's best kernel
 also under the folders' own eval.py in leaderboard mode.
 
@@ -183,9 +184,11 @@ def _contender(
         if not isinstance(run, dict) or "source" not in run:
             return None
         path.write_text(str(run["source"]))
-    else:
-        path.write_text(  # the seed need not import torch itself (GPU MODE's seeds often don't)
-            seed.read_text()
+    else:  # what a user would pick instead: PyTorch's compiler on the folder's own reference
+        from kernel_scientist.knowledge.lowering import reference_submission
+
+        path.write_text(
+            reference_submission((folder / "reference.py").read_text())
             + "\n\nimport torch as _torch\n\n"
             + f"custom_kernel = _torch.compile(custom_kernel, mode={mode!r}, dynamic=False)\n"
         )
