@@ -27,6 +27,7 @@ _DROPPED_CALLS = {"assert_size_stride", "assert_alignment", "get_raw_stream", "s
 _ALLOCATORS = {"empty_strided_cuda", "empty_strided_cpu", "empty_strided_xpu", "empty_strided"}
 _GRIDS = {"Grid1D": ("x",), "Grid2D": ("x", "y"), "Grid3D": ("x", "y", "z")}
 _HELPER_PREFIX = "inductor_"
+SETTINGS_COMMENT = "# Launch settings of each kernel: the techniques for any Triton kernel tune these literals."
 
 
 class LoweringError(ValueError):
@@ -95,7 +96,7 @@ def standalone(
         out.append("from triton.language import math as tl_math")
     if launcher.uses_aten:
         out += ["", "aten = torch.ops.aten"]
-    out += ["", "# Launch settings of each kernel: the techniques for any Triton kernel tune these literals."]
+    out += ["", SETTINGS_COMMENT]
     for k in kernels.values():
         setting = _first(settings, k)
         for name in k.constexprs:

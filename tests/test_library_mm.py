@@ -42,7 +42,10 @@ def test_both_forms_are_offered_on_inductors_lowering_the_output_one_first():
 def test_each_form_passes_the_folders_check_under_the_campaigns_policy(into):
     source = MM.rewrite(LOWERED, {"into": into})
     assert "torch.mm(" not in source and rule_verdict(source, own_kernel=True) is None
-    assert ("triton_poi_fused_copy__0[" in source) == (into == "buffer")  # the copy's launch goes
+    assert ("triton_poi_fused_copy__0[" in source) == (into == "buffer")  # the copy's launch goes,
+    # and with it the kernel, its settings and its size: nothing a later technique could tune in vain
+    for left in ("def triton_poi_fused_copy__0", "XBLOCK_0", "triton_poi_fused_copy__0_xnumel", "Launch settings"):
+        assert (left in source) == (into == "buffer"), left
     assert ("buf0 = torch.empty_strided" in source) == (into == "buffer")  # and its buffer
     report = _evaluate(source)
     assert report.outcome is Outcome.PASSED, report.reason

@@ -22,17 +22,20 @@ same index and nothing else, and the buffer is used nowhere after it.
 from __future__ import annotations
 
 import ast
+import re
 from typing import NamedTuple
 
 from kernel_scientist.blackboard.records import Param
 from kernel_scientist.knowledge._base import Form
 from kernel_scientist.knowledge._regions import NotApplicable
+from kernel_scientist.knowledge.lowering import SETTINGS_COMMENT
 from kernel_scientist.knowledge.techniques.any_kernel._syntax import (
     Edit,
     Site,
     SyntaxTechnique,
     apply_edits,
     calls,
+    dead_constants,
     dotted,
     insert_helper,
     kernels,
@@ -190,6 +193,39 @@ def _drop_allocation(tree: ast.Module, p: _Product) -> list[Edit]:
     return []
 
 
+def _drop_copy_kernel(source: str, tree: ast.Module, site: Site) -> list[Edit]:
+    """What only the dropped copy launch used: the copy kernel's definition (where nothing else
+    launches it), its block constants (and the lowering's comment over them when they were all
+    its settings), and the host's one-line assignments (Inductor's ``..._xnumel = s23 * s63``)
+    that only that launch would have read."""
+    launch = {id(n) for n in ast.walk(site.call)}
+    read_elsewhere = {
+        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in launch
+    }
+    if site.kernel in read_elsewhere:
+        return []
+    kernel = kernels(tree)[site.kernel].node
+    start = min([kernel.lineno, *(d.lineno for d in kernel.decorator_list)])
+    edits = [Edit(start, 0, (kernel.end_lineno or kernel.lineno) + 1, 0, "")]
+    dead = dead_constants(tree, site)
+    edits += [Edit(c.lineno, 0, c.lineno + 1, 0, "") for c in dead]
+    lines = source.splitlines()
+    if dead and lines[dead[0].lineno - 2].startswith(SETTINGS_COMMENT):
+        after = lines[dead[-1].lineno] if dead[-1].lineno < len(lines) else ""
+        if not after.strip() and dead[-1].lineno - dead[0].lineno == len(dead) - 1:  # the whole block
+            edits.append(Edit(dead[0].lineno - 1, 0, dead[0].lineno, 0, ""))
+    for node in ast.walk(site.host) if site.host is not None else ():
+        if (
+            isinstance(node, ast.Assign)
+            and [type(t) for t in node.targets] == [ast.Name]
+            and node.targets[0].id.startswith(site.kernel)  # type: ignore[attr-defined]
+            and node.targets[0].id not in read_elsewhere  # type: ignore[attr-defined]
+            and node.lineno == node.end_lineno
+        ):
+            edits.append(Edit(node.lineno, 0, node.lineno + 1, 0, ""))
+    return edits
+
+
 def _used_after(tree: ast.Module, site: Site, name: str) -> bool:
     end = site.call.end_lineno or site.call.lineno
     return any(
@@ -258,8 +294,10 @@ class LibraryMatmul(SyntaxTechnique):
             if end >= len(source.splitlines()):
                 raise NotApplicable(f"{self.name}: the copy's launch ends the file")
             edits.append(Edit(copy.lineno, 0, end + 1, 0, ""))  # its whole lines
-            edits += _drop_allocation(tree, p)
+            edits += _drop_allocation(tree, p) + _drop_copy_kernel(source, tree, p.copy)
         out = apply_edits(source, edits)
+        if into == "output":  # the dropped kernel's and settings' lines leave a run of blank lines
+            out = re.sub(r"\n{4,}", "\n\n\n", out)
         out = insert_helper(out, tree_of(out, self.name), HELPER, self.name)
         tree_of(out, self.name)
         return out
