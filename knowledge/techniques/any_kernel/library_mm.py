@@ -217,9 +217,10 @@ def _drop_copy_kernel(source: str, tree: ast.Module, site: Site) -> list[Edit]:
     for node in ast.walk(site.host) if site.host is not None else ():
         if (
             isinstance(node, ast.Assign)
-            and [type(t) for t in node.targets] == [ast.Name]
-            and node.targets[0].id.startswith(site.kernel)  # type: ignore[attr-defined]
-            and node.targets[0].id not in read_elsewhere  # type: ignore[attr-defined]
+            and len(node.targets) == 1
+            and isinstance(target := node.targets[0], ast.Name)
+            and target.id.startswith(site.kernel)
+            and target.id not in read_elsewhere
             and node.lineno == node.end_lineno
         ):
             edits.append(Edit(node.lineno, 0, node.lineno + 1, 0, ""))
